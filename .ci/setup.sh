@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build DistAttn on the CPU
+# (Kokkos 3.4.01 + Kokkos Kernels from Debian, Open MPI, GoogleTest, CMake),
+# then configures and builds into ${BUILD_DIR:-build}. Sourced by main.sh/test.sh.
+set -euo pipefail
+
+need=()
+for pkg in cmake g++ make libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenmpi-dev openmpi-bin libgtest-dev; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing: ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# Open MPI refuses to start as root unless told; ranks may outnumber cores.
+if [ "$(id -u)" -eq 0 ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+MPIEXEC_PREFLAGS=${MPIEXEC_PREFLAGS:---oversubscribe}
+
+SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$SRC_DIR/build}
+JOBS=${JOBS:-$(nproc)}
+echo "== configuring in $BUILD_DIR"
+cmake -S "$SRC_DIR" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+  "-DMPIEXEC_PREFLAGS=$MPIEXEC_PREFLAGS" ${CMAKE_EXTRA_ARGS:-} >/dev/null
+echo "== building with $JOBS jobs"
+cmake --build "$BUILD_DIR" -j "$JOBS"

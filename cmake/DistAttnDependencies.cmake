@@ -1,0 +1,70 @@
+# Finds Kokkos, Kokkos Kernels, MPI, NCCL and presents each as one stable target,
+# whatever version or packaging provided it (Debian 12's Kokkos 3.4.01 or Kokkos 4.6.x).
+
+# A version argument to find_package(Kokkos) fails against 3.4.01's config, so check by hand.
+find_package(Kokkos REQUIRED)
+if(Kokkos_VERSION VERSION_LESS 3.4)
+  message(FATAL_ERROR "DistAttn needs Kokkos >= 3.4, found ${Kokkos_VERSION}")
+endif()
+# Debian's exported Kokkos::kokkos names an include directory that does not exist.
+if(Kokkos_INCLUDE_DIRS)
+  get_target_property(_da_kokkos_inc Kokkos::kokkos INTERFACE_INCLUDE_DIRECTORIES)
+  set(_da_fix FALSE)
+  foreach(_d IN LISTS _da_kokkos_inc)
+    if(NOT _d MATCHES "\\$<" AND NOT EXISTS "${_d}")
+      set(_da_fix TRUE)
+    endif()
+  endforeach()
+  if(_da_fix)
+    set_target_properties(Kokkos::kokkos PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${Kokkos_INCLUDE_DIRS}")
+  endif()
+endif()
+message(STATUS "DistAttn: Kokkos ${Kokkos_VERSION} (devices: ${Kokkos_DEVICES})")
+
+find_package(KokkosKernels REQUIRED)
+if(NOT TARGET DistAttn::kokkoskernels)
+  add_library(DistAttn::kokkoskernels INTERFACE IMPORTED)
+  if(TARGET Kokkos::kokkoskernels)
+    set_target_properties(DistAttn::kokkoskernels PROPERTIES INTERFACE_LINK_LIBRARIES Kokkos::kokkoskernels)
+  else()
+    # Debian's Kokkos Kernels exports library names and an include directory, no target.
+    set_target_properties(DistAttn::kokkoskernels PROPERTIES
+      INTERFACE_LINK_LIBRARIES "${KokkosKernels_LIBRARIES}"
+      INTERFACE_INCLUDE_DIRECTORIES "${KokkosKernels_INCLUDE_DIRS}"
+      INTERFACE_LINK_DIRECTORIES "${KokkosKernels_LIBRARY_DIRS}")
+  endif()
+endif()
+
+set(DISTATTN_KOKKOS_HAS_CUDA OFF)
+if("CUDA" IN_LIST Kokkos_DEVICES OR Kokkos_ENABLE_CUDA)
+  set(DISTATTN_KOKKOS_HAS_CUDA ON)
+endif()
+
+if(DistAttn_ENABLE_MPI)
+  find_package(MPI REQUIRED COMPONENTS CXX)
+endif()
+
+if(DistAttn_ENABLE_NCCL)
+  if(NOT DISTATTN_KOKKOS_HAS_CUDA)
+    message(FATAL_ERROR "DistAttn_ENABLE_NCCL needs a Kokkos built with the CUDA backend")
+  endif()
+  if(NOT DistAttn_ENABLE_MPI)
+    message(FATAL_ERROR "DistAttn_ENABLE_NCCL needs DistAttn_ENABLE_MPI (the NCCL id is broadcast over MPI)")
+  endif()
+  find_package(CUDAToolkit REQUIRED)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+    message(FATAL_ERROR "NCCL not found: set NCCL_ROOT")
+  endif()
+  if(NOT TARGET DistAttn::nccl)
+    add_library(DistAttn::nccl INTERFACE IMPORTED)
+    set_target_properties(DistAttn::nccl PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}"
+      INTERFACE_LINK_LIBRARIES "${NCCL_LIBRARY};CUDA::cudart")
+  endif()
+endif()
+
+if(DistAttn_ENABLE_CUDA_KERNELS AND NOT DISTATTN_KOKKOS_HAS_CUDA)
+  message(FATAL_ERROR "DistAttn_ENABLE_CUDA_KERNELS needs a Kokkos built with the CUDA backend")
+endif()

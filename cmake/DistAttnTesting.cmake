@@ -1,0 +1,29 @@
+# distattn_add_unit_test(name FILES f... [MPI NP n...] [TIMEOUT s])
+# Single-process tests run directly; MPI tests run once per rank count through
+# MPIEXEC_EXECUTABLE / MPIEXEC_NUMPROC_FLAG / MPIEXEC_PREFLAGS (never a bare mpirun:
+# root or oversubscribed runs put their flags in MPIEXEC_PREFLAGS).
+function(distattn_add_unit_test name)
+  cmake_parse_arguments(T "MPI" "TIMEOUT" "FILES;NP" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 600)
+  endif()
+  set(exe distattn_test_${name})
+  if(T_MPI)
+    add_executable(${exe} ${T_FILES} ${PROJECT_SOURCE_DIR}/unit_tests/mpi_main.cpp)
+  else()
+    add_executable(${exe} ${T_FILES} ${PROJECT_SOURCE_DIR}/unit_tests/main.cpp)
+  endif()
+  target_link_libraries(${exe} PRIVATE DistAttn::distattn GTest::gtest)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/unit_tests)
+  if(T_MPI)
+    foreach(np IN LISTS T_NP)
+      add_test(NAME ${name}_np${np}
+        COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                $<TARGET_FILE:${exe}> ${MPIEXEC_POSTFLAGS})
+      set_tests_properties(${name}_np${np} PROPERTIES PROCESSORS ${np} LABELS "mpi" TIMEOUT ${T_TIMEOUT})
+    endforeach()
+  else()
+    add_test(NAME ${name} COMMAND ${exe})
+    set_tests_properties(${name} PROPERTIES LABELS "unit" TIMEOUT ${T_TIMEOUT})
+  endif()
+endfunction()

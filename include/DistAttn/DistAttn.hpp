@@ -1,0 +1,9 @@
+#pragma once
+/// @file DistAttn.hpp
+/// Umbrella header: everything a user of the library needs.
+
+#include <DistAttn/config.hpp>
+#include <DistAttn/core/configuration.hpp>
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/core/types.hpp>
+#include <DistAttn/attention.hpp>

@@ -1,0 +1,263 @@
+#pragma once
+/// @file attention.hpp
+/// The single-device building block: blockwise exact attention with mergeable
+/// partial states (SPEC §1). Every distributed schedule is written on these calls.
+///
+///   state = make_state(...)                       empty: acc = 0, m = -inf, l = 0
+///   attention_fwd_update(exec, q, k, v, state)    fold one K/V block into the state
+///   attention_merge(exec, state, other)           combine states over disjoint key sets
+///   attention_finalize(exec, state, o, lse)       O = acc / l, LSE = m + log l
+///   attention_bwd_delta(exec, o, dO, delta)       Delta = rowsum(dO * O)
+///   attention_bwd_update(exec, q, k, v, dO, lse, delta, dq, dk, dv)   += one block's gradients
+///
+/// Layout: [batch, seq, heads, head_dim] for tensors, [batch, heads, seq] for
+/// row statistics (m, l, LSE, Delta). Statistics are natural-log based.
+
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/core/types.hpp>
+#include <DistAttn/impl/attn_rowwise.hpp>
+#include <DistAttn/impl/attn_spec.hpp>
+
+#include <cmath>
+#include <string>
+
+namespace DistAttn {
+
+/// Running forward state of a block of query rows: unnormalized accumulator
+/// with row max m and row sum l, all in the accumulation type (SPEC §1.2).
+template <class Acc, class MemSpace>
+struct AttnState {
+  Tensor4<Acc, MemSpace> acc;   // [B, S, H, D]
+  RowStats<Acc, MemSpace> m;    // [B, H, S]
+  RowStats<Acc, MemSpace> l;    // [B, H, S]
+
+  int batch() const { return int(acc.extent(0)); }
+  int seq() const { return int(acc.extent(1)); }
+  int heads() const { return int(acc.extent(2)); }
+  int head_dim() const { return int(acc.extent(3)); }
+};
+
+/// Sets a state to the empty state (the merge identity).
+template <class Exec, class Acc, class MemSpace>
+void reset_state(const Exec& exec, const AttnState<Acc, MemSpace>& st) {
+  Kokkos::deep_copy(exec, st.acc, Acc(0));
+  Kokkos::deep_copy(exec, st.m, -compat::infinity<Acc>());
+  Kokkos::deep_copy(exec, st.l, Acc(0));
+}
+
+template <class Acc, class Exec>
+AttnState<Acc, typename Exec::memory_space> make_state(const Exec& exec, int batch, int seq, int heads,
+                                                        int head_dim, const std::string& label = "state") {
+  DISTATTN_REQUIRE(batch >= 0 && seq >= 0 && heads >= 0 && head_dim > 0, "DistAttn::make_state",
+                   "invalid extents batch=" << batch << " seq=" << seq << " heads=" << heads
+                                            << " head_dim=" << head_dim);
+  using M = typename Exec::memory_space;
+  AttnState<Acc, M> st{
+      Tensor4<Acc, M>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label + ".acc"), batch, seq, heads, head_dim),
+      RowStats<Acc, M>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label + ".m"), batch, heads, seq),
+      RowStats<Acc, M>(Kokkos::view_alloc(Kokkos::WithoutInitializing, label + ".l"), batch, heads, seq)};
+  reset_state(exec, st);
+  return st;
+}
+
+namespace Impl {
+
+template <class Exec, class V>
+void require_accessible(const char* where, const char* arg) {
+  DISTATTN_REQUIRE((Kokkos::SpaceAccessibility<Exec, typename V::memory_space>::accessible), where,
+                   "argument '" << arg << "' lives in memory space " << V::memory_space::name()
+                                << ", which execution space " << Exec::name() << " cannot access");
+}
+
+template <class Exec, class QV, class KV, class VV>
+void check_qkv(const char* where, const QV& q, const KV& k, const VV& v, const AttnOptions& opts) {
+  static_assert(QV::rank == 4 && KV::rank == 4 && VV::rank == 4,
+                "q, k, v must be rank-4 Views [batch, seq, heads, head_dim]");
+  require_accessible<Exec, QV>(where, "q");
+  require_accessible<Exec, KV>(where, "k");
+  require_accessible<Exec, VV>(where, "v");
+  DISTATTN_REQUIRE(k.extent(0) == q.extent(0), where,
+                   "k batch " << k.extent(0) << " != q batch " << q.extent(0));
+  for (int dim = 0; dim < 4; ++dim)
+    DISTATTN_REQUIRE(v.extent(dim) == k.extent(dim), where,
+                     "'v' extent(" << dim << ")=" << v.extent(dim) << " != 'k' extent(" << dim << ")=" << k.extent(dim));
+  DISTATTN_REQUIRE(k.extent(3) == q.extent(3), where,
+                   "head_dim mismatch: q has " << q.extent(3) << ", k has " << k.extent(3));
+  DISTATTN_REQUIRE(q.extent(3) > 0, where, "head_dim must be positive");
+  DISTATTN_REQUIRE(k.extent(2) > 0 || q.extent(2) == 0, where, "k has zero kv heads");
+  DISTATTN_REQUIRE(k.extent(2) == 0 || q.extent(2) % k.extent(2) == 0, where,
+                   "q heads (" << q.extent(2) << ") not divisible by kv heads (" << k.extent(2) << ")");
+  const double sc = resolved_scale(opts, int(q.extent(3)));
+  DISTATTN_REQUIRE(std::isfinite(sc) && sc != 0.0, where, "scale must be finite and non-zero, got " << opts.scale);
+  DISTATTN_REQUIRE(opts.mask.kind == MaskKind::None || (opts.mask.q.stride > 0 && opts.mask.k.stride > 0), where,
+                   "mask position strides must be positive (q.stride=" << opts.mask.q.stride
+                                                                    << ", k.stride=" << opts.mask.k.stride << ")");
+}
+
+template <class Exec, class V>
+void check_finite(const Exec& exec, const char* where, const char* arg, const V& x) {
+  const long bad = count_nonfinite4(exec, x);
+  DISTATTN_REQUIRE(bad == 0, where, "argument '" << arg << "' contains " << bad << " NaN/Inf values");
+}
+
+template <class V, class W>
+void check_same4(const char* where, const char* a, const V& x, const char* b, const W& y) {
+  for (int dim = 0; dim < 4; ++dim)
+    DISTATTN_REQUIRE(x.extent(dim) == y.extent(dim), where,
+                     "'" << b << "' extent(" << dim << ")=" << y.extent(dim) << " does not match '" << a
+                         << "' extent(" << dim << ")=" << x.extent(dim));
+}
+
+template <class V>
+void check_stats(const char* where, const char* arg, const V& s, std::size_t B, std::size_t H, std::size_t S) {
+  static_assert(V::rank == 3, "row statistics must be rank-3 Views [batch, heads, seq]");
+  DISTATTN_REQUIRE(s.extent(0) == B && s.extent(1) == H && s.extent(2) == S, where,
+                   "'" << arg << "' must be [batch=" << B << ", heads=" << H << ", seq=" << S << "], got ["
+                       << s.extent(0) << ", " << s.extent(1) << ", " << s.extent(2) << "]");
+}
+
+template <class Exec>
+void check_path(const char* where, const AttnOptions& opts, bool tuned_available) {
+  DISTATTN_REQUIRE(opts.path != KernelPath::Cuda || tuned_available, where,
+                   "KernelPath::Cuda requested, but no CUDA-tuned kernel exists for this execution space, "
+                   "element type and head_dim");
+}
+
+}  // namespace Impl
+
+/// Folds the block (q vs k, v) into `state` (rows of q). Does not scan inputs
+/// for NaN (see AttnOptions::check_finite, honoured by the one-call APIs).
+template <class Exec, class QV, class KV, class VV, class Acc, class MemSpace>
+void attention_fwd_update(const Exec& exec, const QV& q, const KV& k, const VV& v,
+                          const AttnState<Acc, MemSpace>& state, const AttnOptions& opts = {}) {
+  constexpr const char* where = "DistAttn::attention_fwd_update";
+  Impl::check_qkv<Exec>(where, q, k, v, opts);
+  Impl::require_accessible<Exec, Tensor4<Acc, MemSpace>>(where, "state");
+  Impl::check_same4(where, "q", q, "state.acc", state.acc);
+  Impl::check_stats(where, "state.m", state.m, q.extent(0), q.extent(2), q.extent(1));
+  Impl::check_stats(where, "state.l", state.l, q.extent(0), q.extent(2), q.extent(1));
+  using T = typename QV::non_const_value_type;
+  Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
+  const double scale = resolved_scale(opts, int(q.extent(3)));
+  if (opts.path != KernelPath::Portable &&
+      Impl::TunedAttnFwdUpdate<Exec, T>::run(exec, q, k, v, state.acc, state.m, state.l, opts.mask, scale))
+    return;
+  Impl::AttnFwdUpdatePortable<Exec, QV, KV, VV, Tensor4<Acc, MemSpace>, RowStats<Acc, MemSpace>> f(
+      q, k, v, state.acc, state.m, state.l, opts.mask, scale);
+  f.run(exec);
+}
+
+/// into <- merge(into, from): both states hold the same query rows, over disjoint key sets.
+template <class Exec, class Acc, class MemA, class MemB>
+void attention_merge(const Exec& exec, const AttnState<Acc, MemA>& into, const AttnState<Acc, MemB>& from) {
+  constexpr const char* where = "DistAttn::attention_merge";
+  Impl::require_accessible<Exec, Tensor4<Acc, MemA>>(where, "into");
+  Impl::require_accessible<Exec, Tensor4<Acc, MemB>>(where, "from");
+  Impl::check_same4(where, "into.acc", into.acc, "from.acc", from.acc);
+  Impl::merge_states(exec, into.acc, into.m, into.l, from.acc, from.m, from.l);
+}
+
+/// O = acc / l (rows with l = 0 give O = 0) and LSE = m + log l (-inf for empty rows).
+template <class Exec, class Acc, class MemSpace, class OV, class LseV>
+void attention_finalize(const Exec& exec, const AttnState<Acc, MemSpace>& state, const OV& o, const LseV& lse) {
+  constexpr const char* where = "DistAttn::attention_finalize";
+  Impl::require_accessible<Exec, OV>(where, "o");
+  Impl::require_accessible<Exec, LseV>(where, "lse");
+  Impl::check_same4(where, "state.acc", state.acc, "o", o);
+  Impl::check_stats(where, "lse", lse, o.extent(0), o.extent(2), o.extent(1));
+  Impl::finalize_state(exec, state.acc, state.m, state.l, o, lse);
+}
+
+/// Delta = rowsum(dO * O) from the final O: the only use backward makes of O.
+template <class Exec, class OV, class DOV, class DeltaV>
+void attention_bwd_delta(const Exec& exec, const OV& o, const DOV& dout, const DeltaV& delta) {
+  constexpr const char* where = "DistAttn::attention_bwd_delta";
+  Impl::require_accessible<Exec, OV>(where, "o");
+  Impl::require_accessible<Exec, DOV>(where, "dout");
+  Impl::require_accessible<Exec, DeltaV>(where, "delta");
+  Impl::check_same4(where, "o", o, "dout", dout);
+  Impl::check_stats(where, "delta", delta, o.extent(0), o.extent(2), o.extent(1));
+  Impl::compute_delta(exec, o, dout, delta);
+}
+
+/// dq += dQ_block, dk += dK_block, dv += dV_block for the block (q vs k, v), with
+/// the FINAL lse and delta of the q rows. dq/dk/dv are accumulators (fp32 for
+/// low-precision inputs); dk/dv are already reduced over each GQA group.
+template <class Exec, class QV, class KV, class VV, class DOV, class StatV, class GQV, class GKV>
+void attention_bwd_update(const Exec& exec, const QV& q, const KV& k, const VV& v, const DOV& dout,
+                          const StatV& lse, const StatV& delta, const GQV& dq, const GKV& dk, const GKV& dv,
+                          const AttnOptions& opts = {}) {
+  constexpr const char* where = "DistAttn::attention_bwd_update";
+  Impl::check_qkv<Exec>(where, q, k, v, opts);
+  Impl::require_accessible<Exec, DOV>(where, "dout");
+  Impl::require_accessible<Exec, StatV>(where, "lse");
+  Impl::require_accessible<Exec, GQV>(where, "dq");
+  Impl::require_accessible<Exec, GKV>(where, "dk");
+  Impl::check_same4(where, "q", q, "dout", dout);
+  Impl::check_same4(where, "q", q, "dq", dq);
+  Impl::check_same4(where, "k", k, "dk", dk);
+  Impl::check_same4(where, "k", k, "dv", dv);
+  Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+  Impl::check_stats(where, "delta", delta, q.extent(0), q.extent(2), q.extent(1));
+  using T = typename QV::non_const_value_type;
+  Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
+  const double scale = resolved_scale(opts, int(q.extent(3)));
+  if (opts.path != KernelPath::Portable &&
+      Impl::TunedAttnBwdUpdate<Exec, T>::run(exec, q, k, v, dout, lse, delta, dq, dk, dv, opts.mask, scale))
+    return;
+  Impl::AttnBwdPortable<Exec, QV, KV, VV, DOV, StatV, GQV, GKV> f(q, k, v, dout, lse, delta, dq, dk, dv,
+                                                                  opts.mask, scale);
+  f.run(exec);
+}
+
+/// One-call forward over a whole local sequence: O and LSE ([B, H, S], accumulation type).
+template <class Exec, class QV, class KV, class VV, class OV, class LseV>
+void attention_fwd(const Exec& exec, const QV& q, const KV& k, const VV& v, const OV& o, const LseV& lse,
+                   const AttnOptions& opts = {}) {
+  constexpr const char* where = "DistAttn::attention_fwd";
+  Impl::check_qkv<Exec>(where, q, k, v, opts);
+  Impl::check_same4(where, "q", q, "o", o);
+  if (opts.check_finite) {
+    Impl::check_finite(exec, where, "q", q);
+    Impl::check_finite(exec, where, "k", k);
+    Impl::check_finite(exec, where, "v", v);
+  }
+  using Acc = typename LseV::non_const_value_type;
+  auto st = make_state<Acc>(exec, int(q.extent(0)), int(q.extent(1)), int(q.extent(2)), int(q.extent(3)),
+                            "DistAttn::attention_fwd");
+  attention_fwd_update(exec, q, k, v, st, opts);
+  attention_finalize(exec, st, o, lse);
+}
+
+/// One-call backward: dq, dk, dv (any element type; overwritten) from the forward's O and LSE.
+template <class Exec, class QV, class KV, class VV, class OV, class DOV, class LseV, class DQV, class DKV, class DVV>
+void attention_bwd(const Exec& exec, const QV& q, const KV& k, const VV& v, const OV& o, const DOV& dout,
+                   const LseV& lse, const DQV& dq, const DKV& dk, const DVV& dv, const AttnOptions& opts = {}) {
+  constexpr const char* where = "DistAttn::attention_bwd";
+  Impl::check_qkv<Exec>(where, q, k, v, opts);
+  Impl::check_same4(where, "q", q, "o", o);
+  Impl::check_same4(where, "q", q, "dq", dq);
+  Impl::check_same4(where, "k", k, "dk", dk);
+  Impl::check_same4(where, "k", k, "dv", dv);
+  if (opts.check_finite) {
+    Impl::check_finite(exec, where, "q", q);
+    Impl::check_finite(exec, where, "k", k);
+    Impl::check_finite(exec, where, "v", v);
+    Impl::check_finite(exec, where, "dout", dout);
+  }
+  using Acc = typename LseV::non_const_value_type;
+  using M   = typename Exec::memory_space;
+  const int B = int(q.extent(0)), S = int(q.extent(1)), H = int(q.extent(2)), D = int(q.extent(3));
+  const int Sk = int(k.extent(1)), Hk = int(k.extent(2));
+  RowStats<Acc, M> delta(Kokkos::view_alloc(Kokkos::WithoutInitializing, "DistAttn::attention_bwd.delta"), B, H, S);
+  attention_bwd_delta(exec, o, dout, delta);
+  Tensor4<Acc, M> gq("DistAttn::attention_bwd.dq", B, S, H, D);
+  Tensor4<Acc, M> gk("DistAttn::attention_bwd.dk", B, Sk, Hk, D);
+  Tensor4<Acc, M> gv("DistAttn::attention_bwd.dv", B, Sk, Hk, D);
+  attention_bwd_update(exec, q, k, v, dout, lse, delta, gq, gk, gv, opts);
+  Impl::convert4(exec, gq, dq, "DistAttn::attention_bwd.convert_dq");
+  Impl::convert4(exec, gk, dk, "DistAttn::attention_bwd.convert_dk");
+  Impl::convert4(exec, gv, dv, "DistAttn::attention_bwd.convert_dv");
+}
+
+}  // namespace DistAttn

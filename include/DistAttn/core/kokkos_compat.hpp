@@ -1,0 +1,131 @@
+#pragma once
+// The one place that knows which Kokkos version is in use. Debian 12 ships Kokkos
+// 3.4.01 (Serial, C++14 build); GPU builds use Kokkos 4.6.x. Nothing else in
+// DistAttn may test KOKKOS_VERSION: add a shim here instead.
+
+#include <Kokkos_Core.hpp>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#if KOKKOS_VERSION >= 30700
+#define DISTATTN_KOKKOS_MATH_NS Kokkos
+#else
+#define DISTATTN_KOKKOS_MATH_NS Kokkos::Experimental
+#endif
+
+// bhalf_t appeared in 3.6. Where a backend has no native 16-bit type, Kokkos
+// aliases half_t/bhalf_t to float, so overloads or instantiations on both collide:
+// DISTATTN_HAS_HALF / DISTATTN_HAS_BHALF are 1 only for distinct types.
+#if KOKKOS_VERSION >= 30600
+#define DISTATTN_KOKKOS_HAS_BHALF_NAME 1
+#else
+#define DISTATTN_KOKKOS_HAS_BHALF_NAME 0
+#endif
+
+namespace DistAttn {
+namespace compat {
+
+namespace math {
+using DISTATTN_KOKKOS_MATH_NS::exp;
+using DISTATTN_KOKKOS_MATH_NS::fabs;
+using DISTATTN_KOKKOS_MATH_NS::fmax;
+using DISTATTN_KOKKOS_MATH_NS::isfinite;
+using DISTATTN_KOKKOS_MATH_NS::isinf;
+using DISTATTN_KOKKOS_MATH_NS::isnan;
+using DISTATTN_KOKKOS_MATH_NS::log;
+using DISTATTN_KOKKOS_MATH_NS::log1p;
+using DISTATTN_KOKKOS_MATH_NS::sqrt;
+}  // namespace math
+
+using half_t = Kokkos::Experimental::half_t;
+#if DISTATTN_KOKKOS_HAS_BHALF_NAME
+using bhalf_t = Kokkos::Experimental::bhalf_t;
+#else
+using bhalf_t = float;  // placeholder; DISTATTN_HAS_BHALF is 0
+#endif
+
+template <class T>
+inline constexpr bool is_distinct_16bit_v =
+    !std::is_same<T, float>::value && sizeof(T) == 2;
+inline constexpr bool has_half  = is_distinct_16bit_v<half_t>;
+inline constexpr bool has_bhalf = DISTATTN_KOKKOS_HAS_BHALF_NAME && is_distinct_16bit_v<bhalf_t>;
+
+template <class T>
+KOKKOS_INLINE_FUNCTION constexpr T infinity() {
+  return std::numeric_limits<T>::infinity();
+}
+
+/// Labelled fences exist from 3.5 on; older versions get the plain fence.
+template <class Exec>
+inline void fence(const Exec& exec, const std::string& label) {
+#if KOKKOS_VERSION >= 30500
+  exec.fence(label);
+#else
+  (void)label;
+  exec.fence();
+#endif
+}
+
+inline void global_fence(const std::string& label) {
+#if KOKKOS_VERSION >= 30500
+  Kokkos::fence(label);
+#else
+  (void)label;
+  Kokkos::fence();
+#endif
+}
+
+/// Two instances of an execution space that may run concurrently (distinct CUDA
+/// streams on CUDA); on host backends or old Kokkos, copies of the same instance.
+template <class Exec>
+inline std::vector<Exec> partition_space(const Exec& exec, int n) {
+#if KOKKOS_VERSION >= 40000
+  std::vector<int> weights(static_cast<size_t>(n), 1);
+  return Kokkos::Experimental::partition_space(exec, weights);
+#else
+  return std::vector<Exec>(static_cast<size_t>(n), exec);
+#endif
+}
+
+/// Kokkos::kokkos_swap arrived in 4.3; before that Kokkos::swap (3.x) or std::swap.
+template <class T>
+KOKKOS_INLINE_FUNCTION void swap(T& a, T& b) {
+  T tmp = a;
+  a     = b;
+  b     = tmp;
+}
+
+/// Whether this execution space can dereference host memory.
+template <class Exec>
+inline constexpr bool host_accessible_v =
+    Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
+
+}  // namespace compat
+}  // namespace DistAttn
+
+// Kokkos::printf arrived in 4.2; device-side printing is for debugging only.
+#if KOKKOS_VERSION >= 40200
+#define DISTATTN_DEVICE_PRINTF(...) Kokkos::printf(__VA_ARGS__)
+#else
+#define DISTATTN_DEVICE_PRINTF(...) printf(__VA_ARGS__)
+#endif
+
+// KOKKOS_IF_ON_HOST / KOKKOS_IF_ON_DEVICE came with 3.6.
+#ifdef KOKKOS_IF_ON_HOST
+#define DISTATTN_IF_ON_HOST(code) KOKKOS_IF_ON_HOST(code)
+#define DISTATTN_IF_ON_DEVICE(code) KOKKOS_IF_ON_DEVICE(code)
+#else
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define DISTATTN_IF_ON_HOST(code)
+#define DISTATTN_IF_ON_DEVICE(code) \
+  { DISTATTN_IMPL_STRIP_PARENS code }
+#else
+#define DISTATTN_IF_ON_HOST(code) \
+  { DISTATTN_IMPL_STRIP_PARENS code }
+#define DISTATTN_IF_ON_DEVICE(code)
+#endif
+#define DISTATTN_IMPL_STRIP_PARENS(...) __VA_ARGS__
+#endif

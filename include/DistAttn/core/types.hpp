@@ -1,0 +1,71 @@
+#pragma once
+// Vocabulary types of the building block: tensor layouts, masks, options.
+//
+// Layouts (all LayoutRight, i.e. row-major):
+//   Q, K, V, O, dQ, dK, dV, acc : [batch, seq, heads, head_dim]
+//   m, l, LSE, Delta             : [batch, heads, seq]        (accumulator type)
+// K/V carry kv_heads heads; query head h reads KV head h / (heads / kv_heads).
+
+#include <DistAttn/core/kokkos_compat.hpp>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace DistAttn {
+
+/// Accumulation type: fp32 for fp32/bf16/fp16 inputs, fp64 for fp64 inputs.
+template <class T>
+using accum_t = std::conditional_t<std::is_same<std::remove_cv_t<T>, double>::value, double, float>;
+
+template <class T, class MemSpace = Kokkos::DefaultExecutionSpace::memory_space>
+using Tensor4 = Kokkos::View<T****, Kokkos::LayoutRight, MemSpace>;
+template <class T, class MemSpace = Kokkos::DefaultExecutionSpace::memory_space>
+using RowStats = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
+
+/// Global token position of local row i: offset + stride * i. Contiguous ring
+/// chunks use (x*c, 1); Attention2D's cyclic shards use (r + s*c, P).
+struct PositionMap {
+  std::int64_t offset = 0;
+  std::int64_t stride = 1;
+  KOKKOS_INLINE_FUNCTION constexpr std::int64_t operator()(std::int64_t i) const {
+    return offset + stride * i;
+  }
+};
+
+enum class MaskKind { None, Causal };
+
+/// Masks are described by positions, never by dense matrices:
+/// Causal allows (i, j) iff q_pos(i) >= k_pos(j).
+struct Mask {
+  MaskKind kind = MaskKind::None;
+  PositionMap q{};
+  PositionMap k{};
+
+  static Mask none() { return Mask{}; }
+  static Mask causal(PositionMap qpos = {}, PositionMap kpos = {}) {
+    return Mask{MaskKind::Causal, qpos, kpos};
+  }
+  KOKKOS_INLINE_FUNCTION bool allowed(std::int64_t i, std::int64_t j) const {
+    return kind == MaskKind::None || q(i) >= k(j);
+  }
+};
+
+/// Which implementation runs a tile. Auto picks the CUDA-tuned kernel where one
+/// exists for the shape and type, the portable Kokkos kernel otherwise.
+enum class KernelPath { Auto, Portable, Cuda };
+
+struct AttnOptions {
+  /// Softmax scale; 0 means the default 1/sqrt(head_dim).
+  double scale = 0.0;
+  Mask mask{};
+  KernelPath path = KernelPath::Auto;
+  /// Scan inputs for NaN/Inf and throw (one extra read of Q, K, V). The
+  /// per-block building-block calls never scan; the one-call APIs do when set.
+  bool check_finite = true;
+};
+
+inline double resolved_scale(const AttnOptions& opts, int head_dim) {
+  return opts.scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : opts.scale;
+}
+
+}  // namespace DistAttn

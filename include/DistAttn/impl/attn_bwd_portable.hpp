@@ -1,0 +1,245 @@
+#pragma once
+// Portable backward tile kernels (SPEC §1.6), accumulating into fp32 gradients.
+//
+// Two passes instead of FlashAttention-2's atomic dQ: pass 1 has one team per
+// (batch, KV head, key tile) and owns dK/dV of that tile outright (looping over
+// the query heads of its GQA group, so the group reduction is free); pass 2 has
+// one team per (batch, query head, query tile) and owns dQ. Both recompute P from
+// LSE. The cost is one extra Q K^T product per block; the gain is results that are
+// bitwise reproducible on every backend and no atomics.
+
+#include <DistAttn/core/types.hpp>
+#include <DistAttn/impl/tile_config.hpp>
+
+namespace DistAttn::Impl {
+
+template <class Exec, class QV, class KV, class VV, class DOV, class StatV, class GQV, class GKV>
+struct AttnBwdPortable {
+  using Acc         = typename GQV::non_const_value_type;
+  using policy_type = Kokkos::TeamPolicy<Exec>;
+  using member_type = typename policy_type::member_type;
+  using scratch_view =
+      Kokkos::View<Acc*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+  struct KeyPassTag {};
+  struct QueryPassTag {};
+  // Key pass: q, dO tiles [br x d]; k, v, dk, dv tiles [bc x d]; p, ds [br x bc]; lse, delta.
+  static constexpr ScratchShape key_shape{2, 4, 2, 2};
+  // Query pass: q, dO, dq tiles [br x d]; k, v tiles [bc x d]; p/ds [br x bc]; lse, delta.
+  static constexpr ScratchShape query_shape{3, 2, 1, 2};
+
+  QV q;
+  KV k;
+  VV v;
+  DOV dout;
+  StatV lse, delta;
+  GQV dq;
+  GKV dk, dv;
+  Mask mask;
+  Acc scale;
+  int B, Sq, Sk, H, Hkv, D, group;
+  int br = 32, bc = 32, level = 0, nqt = 0, nkt = 0;
+
+  AttnBwdPortable(const QV& q_, const KV& k_, const VV& v_, const DOV& do_, const StatV& lse_,
+                  const StatV& delta_, const GQV& dq_, const GKV& dk_, const GKV& dv_, const Mask& mask_,
+                  double scale_)
+      : q(q_), k(k_), v(v_), dout(do_), lse(lse_), delta(delta_), dq(dq_), dk(dk_), dv(dv_), mask(mask_),
+        scale(Acc(scale_)) {
+    B     = int(q.extent(0));
+    Sq    = int(q.extent(1));
+    H     = int(q.extent(2));
+    D     = int(q.extent(3));
+    Sk    = int(k.extent(1));
+    Hkv   = int(k.extent(2));
+    group = H / Hkv;
+  }
+
+  static int team_size() {
+    if constexpr (compat::host_accessible_v<Exec>) return 1;
+    else return 128;
+  }
+
+  void run(const Exec& exec) {
+    if (B == 0 || Sq == 0 || H == 0 || Sk == 0) return;
+    const std::size_t max0 = policy_type::scratch_size_max(0);
+    {
+      const TileConfig cfg = choose_tiles<Exec, Acc>(key_shape, D, max0);
+      br = cfg.br;
+      bc = cfg.bc;
+      level = cfg.level;
+      nqt = (Sq + br - 1) / br;
+      nkt = (Sk + bc - 1) / bc;
+      Kokkos::TeamPolicy<Exec, KeyPassTag> policy(exec, B * Hkv * nkt, team_size());
+      policy.set_scratch_size(level, Kokkos::PerTeam(cfg.bytes));
+      Kokkos::parallel_for("DistAttn::attention_bwd_dkdv[Portable]", policy, *this);
+    }
+    {
+      const TileConfig cfg = choose_tiles<Exec, Acc>(query_shape, D, max0);
+      br = cfg.br;
+      bc = cfg.bc;
+      level = cfg.level;
+      nqt = (Sq + br - 1) / br;
+      nkt = (Sk + bc - 1) / bc;
+      Kokkos::TeamPolicy<Exec, QueryPassTag> policy(exec, B * H * nqt, team_size());
+      policy.set_scratch_size(level, Kokkos::PerTeam(cfg.bytes));
+      Kokkos::parallel_for("DistAttn::attention_bwd_dq[Portable]", policy, *this);
+    }
+  }
+
+  // P(r, c) = exp(scale q_r.k_c - LSE_r) and dS = P * (dO_r.v_c - Delta_r), with
+  // masked or padded entries and empty rows (LSE = -inf) giving 0.
+  KOKKOS_INLINE_FUNCTION void probs_and_dscores(const member_type& team, const scratch_view& qs,
+                                                const scratch_view& dos, const scratch_view& ks,
+                                                const scratch_view& vs, const scratch_view& lses,
+                                                const scratch_view& dels, const scratch_view& ps,
+                                                const scratch_view& dss, int q0, int nq, int k0, int nk,
+                                                bool elementwise) const {
+    const Acc ninf = -compat::infinity<Acc>();
+    const int Dl   = D;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * bc), [&](int idx) {
+      const int r = idx / bc, c = idx % bc;
+      Acc p = Acc(0), ds = Acc(0);
+      if (r < nq && c < nk && lses(r) != ninf && (!elementwise || mask.allowed(q0 + r, k0 + c))) {
+        Acc s = Acc(0), dp = Acc(0);
+        for (int j = 0; j < Dl; ++j) {
+          s += qs(r * Dl + j) * ks(c * Dl + j);
+          dp += dos(r * Dl + j) * vs(c * Dl + j);
+        }
+        p  = compat::math::exp(s * scale - lses(r));
+        ds = p * (dp - dels(r));
+      }
+      if (ps.data() != nullptr) ps(idx) = p;
+      dss(idx) = ds;
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void load_query_side(const member_type& team, const scratch_view& qs,
+                                              const scratch_view& dos, const scratch_view& lses,
+                                              const scratch_view& dels, int b, int h, int q0, int nq) const {
+    const int Dl = D;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * Dl), [&](int idx) {
+      const int r = idx / Dl, j = idx % Dl;
+      qs(idx)  = r < nq ? Acc(q(b, q0 + r, h, j)) : Acc(0);
+      dos(idx) = r < nq ? Acc(dout(b, q0 + r, h, j)) : Acc(0);
+    });
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br), [&](int r) {
+      lses(r) = r < nq ? Acc(lse(b, h, q0 + r)) : -compat::infinity<Acc>();
+      dels(r) = r < nq ? Acc(delta(b, h, q0 + r)) : Acc(0);
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void load_key_side(const member_type& team, const scratch_view& ks,
+                                            const scratch_view& vs, int b, int hk, int k0, int nk) const {
+    const int Dl = D;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bc * Dl), [&](int idx) {
+      const int c = idx / Dl, j = idx % Dl;
+      ks(idx) = c < nk ? Acc(k(b, k0 + c, hk, j)) : Acc(0);
+      vs(idx) = c < nk ? Acc(v(b, k0 + c, hk, j)) : Acc(0);
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(KeyPassTag, const member_type& team) const {
+    const int lid = team.league_rank();
+    const int kt  = lid % nkt;
+    const int hk  = (lid / nkt) % Hkv;
+    const int b   = lid / (nkt * Hkv);
+    const int k0  = kt * bc;
+    const int nk  = (Sk - k0) < bc ? (Sk - k0) : bc;
+    const int Dl  = D;
+
+    scratch_view qs(team.team_scratch(level), br * D), dos(team.team_scratch(level), br * D);
+    scratch_view ks(team.team_scratch(level), bc * D), vs(team.team_scratch(level), bc * D);
+    scratch_view dks(team.team_scratch(level), bc * D), dvs(team.team_scratch(level), bc * D);
+    scratch_view ps(team.team_scratch(level), br * bc), dss(team.team_scratch(level), br * bc);
+    scratch_view lses(team.team_scratch(level), br), dels(team.team_scratch(level), br);
+
+    load_key_side(team, ks, vs, b, hk, k0, nk);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bc * Dl), [&](int idx) {
+      dks(idx) = Acc(0);
+      dvs(idx) = Acc(0);
+    });
+    const bool causal       = mask.kind == MaskKind::Causal;
+    const std::int64_t kmin = mask.k(k0), kmax = mask.k(k0 + nk - 1);
+
+    for (int g = 0; g < group; ++g) {
+      const int h = hk * group + g;
+      for (int qt = 0; qt < nqt; ++qt) {
+        const int q0 = qt * br;
+        const int nq = (Sq - q0) < br ? (Sq - q0) : br;
+        const std::int64_t qmin = mask.q(q0), qmax = mask.q(q0 + nq - 1);
+        if (causal && qmax < kmin) continue;
+        const bool elementwise = causal && !(qmin >= kmax);
+        team.team_barrier();
+        load_query_side(team, qs, dos, lses, dels, b, h, q0, nq);
+        team.team_barrier();
+        probs_and_dscores(team, qs, dos, ks, vs, lses, dels, ps, dss, q0, nq, k0, nk, elementwise);
+        team.team_barrier();
+        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bc * Dl), [&](int idx) {
+          const int c = idx / Dl, j = idx % Dl;
+          Acc sv = Acc(0), sk = Acc(0);
+          for (int r = 0; r < nq; ++r) {
+            sv += ps(r * bc + c) * dos(r * Dl + j);
+            sk += dss(r * bc + c) * qs(r * Dl + j);
+          }
+          dvs(idx) += sv;
+          dks(idx) += scale * sk;
+        });
+      }
+    }
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * Dl), [&](int idx) {
+      const int c = idx / Dl, j = idx % Dl;
+      dk(b, k0 + c, hk, j) += dks(idx);
+      dv(b, k0 + c, hk, j) += dvs(idx);
+    });
+  }
+
+  KOKKOS_INLINE_FUNCTION void operator()(QueryPassTag, const member_type& team) const {
+    const int lid = team.league_rank();
+    const int qt  = lid % nqt;
+    const int h   = (lid / nqt) % H;
+    const int b   = lid / (nqt * H);
+    const int hk  = h / group;
+    const int q0  = qt * br;
+    const int nq  = (Sq - q0) < br ? (Sq - q0) : br;
+    const int Dl  = D;
+
+    scratch_view qs(team.team_scratch(level), br * D), dos(team.team_scratch(level), br * D),
+        dqs(team.team_scratch(level), br * D);
+    scratch_view ks(team.team_scratch(level), bc * D), vs(team.team_scratch(level), bc * D);
+    scratch_view dss(team.team_scratch(level), br * bc);
+    scratch_view lses(team.team_scratch(level), br), dels(team.team_scratch(level), br);
+    const scratch_view no_probs;
+
+    load_query_side(team, qs, dos, lses, dels, b, h, q0, nq);
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * Dl), [&](int idx) { dqs(idx) = Acc(0); });
+
+    const bool causal       = mask.kind == MaskKind::Causal;
+    const std::int64_t qmin = mask.q(q0), qmax = mask.q(q0 + nq - 1);
+    for (int kt = 0; kt < nkt; ++kt) {
+      const int k0 = kt * bc;
+      const int nk = (Sk - k0) < bc ? (Sk - k0) : bc;
+      const std::int64_t kmin = mask.k(k0), kmax = mask.k(k0 + nk - 1);
+      if (causal && qmax < kmin) break;
+      const bool elementwise = causal && !(qmin >= kmax);
+      team.team_barrier();
+      load_key_side(team, ks, vs, b, hk, k0, nk);
+      team.team_barrier();
+      probs_and_dscores(team, qs, dos, ks, vs, lses, dels, no_probs, dss, q0, nq, k0, nk, elementwise);
+      team.team_barrier();
+      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * Dl), [&](int idx) {
+        const int r = idx / Dl, j = idx % Dl;
+        Acc s = Acc(0);
+        for (int c = 0; c < nk; ++c) s += dss(r * bc + c) * ks(c * Dl + j);
+        dqs(idx) += scale * s;
+      });
+    }
+    team.team_barrier();
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * Dl), [&](int idx) {
+      const int r = idx / Dl, j = idx % Dl;
+      dq(b, q0 + r, h, j) += dqs(idx);
+    });
+  }
+};
+
+}  // namespace DistAttn::Impl

@@ -1,0 +1,110 @@
+#pragma once
+// Row-wise kernels on attention states: merge (SPEC §1.3 / A2D AttnFix),
+// finalize to (O, LSE), backward preprocessing Delta = rowsum(dO * O), and
+// conversions between accumulator and I/O types.
+
+#include <DistAttn/core/types.hpp>
+
+namespace DistAttn::Impl {
+
+/// into <- merge(into, from) for every (b, h, row); both states cover the same rows.
+template <class Exec, class AccA, class StatA, class AccB, class StatB>
+void merge_states(const Exec& exec, const AccA& acc_a, const StatA& m_a, const StatA& l_a,
+                  const AccB& acc_b, const StatB& m_b, const StatB& l_b) {
+  using Acc     = typename AccA::non_const_value_type;
+  const int B   = int(acc_a.extent(0));
+  const int S   = int(acc_a.extent(1));
+  const int H   = int(acc_a.extent(2));
+  const int D   = int(acc_a.extent(3));
+  const int rows = B * H * S;
+  Kokkos::parallel_for(
+      "DistAttn::attention_merge", Kokkos::RangePolicy<Exec>(exec, 0, rows), KOKKOS_LAMBDA(int idx) {
+        const int i = idx % S, h = (idx / S) % H, b = idx / (S * H);
+        const Acc ninf = -compat::infinity<Acc>();
+        const Acc ma = m_a(b, h, i), mb = m_b(b, h, i);
+        const Acc mm = ma > mb ? ma : mb;
+        if (mm == ninf) return;  // both empty: exp(-inf - -inf) would be NaN
+        const Acc ea = ma == ninf ? Acc(0) : compat::math::exp(ma - mm);
+        const Acc eb = mb == ninf ? Acc(0) : compat::math::exp(mb - mm);
+        for (int j = 0; j < D; ++j) acc_a(b, i, h, j) = ea * acc_a(b, i, h, j) + eb * Acc(acc_b(b, i, h, j));
+        l_a(b, h, i) = ea * l_a(b, h, i) + eb * Acc(l_b(b, h, i));
+        m_a(b, h, i) = mm;
+      });
+}
+
+/// O = acc / l and LSE = m + log(l); rows with l == 0 give O = 0, LSE = -inf.
+template <class Exec, class AccV, class StatV, class OV, class LseV>
+void finalize_state(const Exec& exec, const AccV& acc, const StatV& m, const StatV& l, const OV& o,
+                    const LseV& lse) {
+  using Acc   = typename AccV::non_const_value_type;
+  using OT    = typename OV::non_const_value_type;
+  using LT    = typename LseV::non_const_value_type;
+  const int B = int(acc.extent(0));
+  const int S = int(acc.extent(1));
+  const int H = int(acc.extent(2));
+  const int D = int(acc.extent(3));
+  Kokkos::parallel_for(
+      "DistAttn::attention_finalize", Kokkos::RangePolicy<Exec>(exec, 0, B * H * S), KOKKOS_LAMBDA(int idx) {
+        const int i = idx % S, h = (idx / S) % H, b = idx / (S * H);
+        const Acc li = l(b, h, i);
+        if (!(li > Acc(0))) {
+          for (int j = 0; j < D; ++j) o(b, i, h, j) = OT(0.0f);
+          lse(b, h, i) = -compat::infinity<LT>();
+          return;
+        }
+        const Acc inv = Acc(1) / li;
+        for (int j = 0; j < D; ++j) o(b, i, h, j) = OT(acc(b, i, h, j) * inv);
+        lse(b, h, i) = LT(m(b, h, i) + compat::math::log(li));
+      });
+}
+
+/// Delta(b, h, i) = sum_j dO(b, i, h, j) * O(b, i, h, j), in the accumulation type.
+template <class Exec, class OV, class DOV, class DeltaV>
+void compute_delta(const Exec& exec, const OV& o, const DOV& dout, const DeltaV& delta) {
+  using Acc   = typename DeltaV::non_const_value_type;
+  const int B = int(o.extent(0));
+  const int S = int(o.extent(1));
+  const int H = int(o.extent(2));
+  const int D = int(o.extent(3));
+  Kokkos::parallel_for(
+      "DistAttn::attention_bwd_delta", Kokkos::RangePolicy<Exec>(exec, 0, B * H * S), KOKKOS_LAMBDA(int idx) {
+        const int i = idx % S, h = (idx / S) % H, b = idx / (S * H);
+        Acc s = Acc(0);
+        for (int j = 0; j < D; ++j) s += Acc(o(b, i, h, j)) * Acc(dout(b, i, h, j));
+        delta(b, h, i) = s;
+      });
+}
+
+/// dst = src element-wise with conversion (same extents, any rank-4 layouts).
+template <class Exec, class SrcV, class DstV>
+void convert4(const Exec& exec, const SrcV& src, const DstV& dst, const char* label) {
+  using DT     = typename DstV::non_const_value_type;
+  const int n0 = int(src.extent(0)), n1 = int(src.extent(1)), n2 = int(src.extent(2)),
+            n3 = int(src.extent(3));
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec>(exec, 0, n0 * n1 * n2), KOKKOS_LAMBDA(int idx) {
+        const int c = idx % n2, b = (idx / n2) % n1, a = idx / (n1 * n2);
+        for (int j = 0; j < n3; ++j) dst(a, b, c, j) = DT(src(a, b, c, j));
+      });
+}
+
+/// Number of NaN/Inf elements in a rank-4 view.
+template <class Exec, class V>
+long count_nonfinite4(const Exec& exec, const V& x) {
+  const int n0 = int(x.extent(0)), n1 = int(x.extent(1)), n2 = int(x.extent(2)), n3 = int(x.extent(3));
+  using CT     = accum_t<typename V::non_const_value_type>;
+  long bad     = 0;
+  Kokkos::parallel_reduce(
+      "DistAttn::check_finite", Kokkos::RangePolicy<Exec>(exec, 0, n0 * n1 * n2),
+      KOKKOS_LAMBDA(int idx, long& cnt) {
+        const int c = idx % n2, b = (idx / n2) % n1, a = idx / (n1 * n2);
+        for (int j = 0; j < n3; ++j) {
+          const CT val = CT(x(a, b, c, j));
+          if (!compat::math::isfinite(val)) ++cnt;
+        }
+      },
+      bad);
+  return bad;
+}
+
+}  // namespace DistAttn::Impl

@@ -1,0 +1,59 @@
+#pragma once
+// Tile sizes of the portable team kernels. Every operand tile is staged in team
+// scratch in the accumulation type, so the footprint is known up front; tiles
+// shrink until they fit the level-0 (on-chip) scratch of the backend, and fall
+// back to level-1 (global) scratch only if even 8x8 tiles do not fit.
+
+#include <DistAttn/core/kokkos_compat.hpp>
+
+#include <algorithm>
+#include <cstddef>
+
+namespace DistAttn::Impl {
+
+struct TileConfig {
+  int br = 32;        // query rows per team
+  int bc = 32;        // key rows per staged K/V tile
+  int level = 0;      // scratch level
+  std::size_t bytes = 0;
+};
+
+/// Bytes of team scratch, as a function of (br, bc), for one kernel.
+/// n_row_tiles / n_col_tiles: how many [br x d] and [bc x d] tiles it stages;
+/// n_square: [br x bc] tiles; n_row_vec: per-row scalars.
+struct ScratchShape {
+  int n_row_tiles;
+  int n_col_tiles;
+  int n_square;
+  int n_row_vec;
+};
+
+template <class Acc>
+inline std::size_t scratch_bytes(const ScratchShape& s, int br, int bc, int d) {
+  // +8 per array for Kokkos' scratch alignment padding.
+  const std::size_t n = std::size_t(s.n_row_tiles) * br * d + std::size_t(s.n_col_tiles) * bc * d +
+                        std::size_t(s.n_square) * br * bc + std::size_t(s.n_row_vec) * br;
+  const int arrays = s.n_row_tiles + s.n_col_tiles + s.n_square + s.n_row_vec;
+  return n * sizeof(Acc) + std::size_t(arrays) * 16;
+}
+
+template <class Exec, class Acc>
+inline TileConfig choose_tiles(const ScratchShape& shape, int d, std::size_t level0_max) {
+  // Start at 64 rows for small heads (more reuse of each staged K/V row), 32 for
+  // d <= 128, 16 beyond; host backends have no on-chip limit worth modelling.
+  int t = d <= 64 ? 64 : (d <= 128 ? 32 : 16);
+  TileConfig cfg;
+  if (compat::host_accessible_v<Exec>) {
+    cfg.br = cfg.bc = t;
+    cfg.bytes = scratch_bytes<Acc>(shape, t, t, d);
+    cfg.level = 0;
+    return cfg;
+  }
+  while (t > 8 && scratch_bytes<Acc>(shape, t, t, d) > level0_max) t /= 2;
+  cfg.br = cfg.bc = t;
+  cfg.bytes = scratch_bytes<Acc>(shape, t, t, d);
+  cfg.level = cfg.bytes <= level0_max ? 0 : 1;
+  return cfg;
+}
+
+}  // namespace DistAttn::Impl
