@@ -1,0 +1,27 @@
+#pragma once
+// Element-wise helpers the schedules need between tile calls.
+
+#include <DistAttn/core/types.hpp>
+
+namespace DistAttn::Impl {
+
+/// y += x for rank-4 views of equal extents (gradient partials are plain sums, SPEC §1.6).
+template <class Exec, class X, class Y>
+void add4(const Exec& exec, const X& x, const Y& y, const char* label) {
+  using YT     = typename Y::non_const_value_type;
+  const int n0 = int(y.extent(0)), n1 = int(y.extent(1)), n2 = int(y.extent(2)), n3 = int(y.extent(3));
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec>(exec, 0, n0 * n1 * n2), KOKKOS_LAMBDA(int idx) {
+        const int c = idx % n2, b = (idx / n2) % n1, a = idx / (n1 * n2);
+        for (int j = 0; j < n3; ++j) y(a, b, c, j) += YT(x(a, b, c, j));
+      });
+}
+
+/// Unmanaged rank-4 view over a slice of a flat buffer, so several tensors of one
+/// message (K and V; acc, m, l) can share one allocation.
+template <class T, class MemSpace>
+using Unmanaged4 = Kokkos::View<T****, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+template <class T, class MemSpace>
+using Unmanaged3 = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+}  // namespace DistAttn::Impl

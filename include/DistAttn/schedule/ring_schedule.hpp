@@ -1,0 +1,167 @@
+#pragma once
+/// @file ring_schedule.hpp
+/// DistFlashAttn schedules for P ranks holding contiguous chunks (SPEC §2.2-§2.4),
+/// 0-based: rank x owns chunk x.
+///
+///   Vanilla  (§2.2):   P steps; at step t rank x >= t computes (q_x, kv_{x-t}),
+///                      kv fetched straight from its owner (distance t, no wrap).
+///   Balanced (§2.3.3): T+1 steps, T = floor(P/2). Step t >= 1: rank x >= t is
+///                      "normal" as above; rank x < t "helps" y = x - t + P with
+///                      (q_y, kv_x) iff 2t != P, else idles. The printed Alg. 2
+///                      guard t != floor(P/2) is wrong for odd P; 2t != P is the
+///                      corrected rule.
+///   Backward (§2.4):   the mirror of the forward for any P: same blocks at the
+///                      same steps; a normal step returns (dk, dv) of chunk x-t to
+///                      its owner, a helper step returns dq to y.
+///
+/// Everything is computed on demand in O(1) (O(steps) for per-rank lists), so
+/// the schedule costs nothing to hold even for thousands of ranks.
+
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/schedule/ring_types.hpp>
+
+#include <algorithm>
+#include <optional>
+#include <vector>
+
+namespace DistAttn {
+
+class RingSchedule {
+ public:
+  RingSchedule(int num_ranks, RingKind kind) : num_ranks_(num_ranks), kind_(kind) {
+    DISTATTN_REQUIRE(num_ranks >= 1, "DistAttn::RingSchedule", "P (num_ranks) must be >= 1, got " << num_ranks);
+    num_steps_ = kind == RingKind::Vanilla ? num_ranks : num_ranks / 2 + 1;
+  }
+
+  int num_ranks() const { return num_ranks_; }
+  RingKind kind() const { return kind_; }
+  int num_steps() const { return num_steps_; }
+
+  /// Whether ranks x < t work for a later rank at step t.
+  bool helps(int t) const { return kind_ == RingKind::Balanced && t >= 1 && 2 * t != num_ranks_; }
+
+  /// The block rank computes at step t (identical in both passes), or nothing.
+  std::optional<ComputeTask> task(int rank, int t) const {
+    check_rank_step(rank, t, "DistAttn::RingSchedule::task");
+    return task_unchecked(rank, t);
+  }
+
+  RankStep forward(int rank, int t) const { return step(rank, t, Pass::Forward); }
+  RankStep backward(int rank, int t) const { return step(rank, t, Pass::Backward); }
+
+  RankStep step(int rank, int t, Pass pass) const {
+    check_rank_step(rank, t, "DistAttn::RingSchedule::step");
+    const int P = num_ranks_;
+    const bool fwd = pass == Pass::Forward;
+    RankStep s;
+    s.rank = rank;
+    s.step = t;
+    s.pass = pass;
+    s.compute = task_unchecked(rank, t);
+    if (t == 0) return s;  // diagonal block, everything local
+
+    if (rank >= t) {
+      s.recv_input = Transfer{PayloadKind::KV, rank - t, rank - t, t};
+      if (!fwd) s.send_result = Transfer{PayloadKind::GradKV, rank - t, rank - t, t};
+    } else if (helps(t)) {
+      const int y = rank - t + P;
+      s.recv_input = Transfer{fwd ? PayloadKind::Q : PayloadKind::QBundle, y, y, t};
+      s.send_result = Transfer{fwd ? PayloadKind::Partial : PayloadKind::GradQ, y, y, t};
+    }
+
+    if (rank + t < P) {
+      s.send_input = Transfer{PayloadKind::KV, rank + t, rank, t};
+      // The consumer rank + t >= t is a normal rank working on our k/v chunk.
+      if (!fwd) s.recv_result = Transfer{PayloadKind::GradKV, rank + t, rank, t};
+    } else if (helps(t)) {
+      const int h = rank + t - P;  // h < t: a helper working on our q
+      s.send_input = Transfer{fwd ? PayloadKind::Q : PayloadKind::QBundle, h, rank, t};
+      s.recv_result = Transfer{fwd ? PayloadKind::Partial : PayloadKind::GradQ, h, rank, t};
+    }
+    return s;
+  }
+
+  /// Number of blocks the rank computes (same in both passes).
+  int num_tasks(int rank) const {
+    check_rank(rank, "DistAttn::RingSchedule::num_tasks");
+    int n = 0;
+    for (int t = 0; t < num_steps_; ++t) n += task_unchecked(rank, t) ? 1 : 0;
+    return n;
+  }
+
+  /// Last step that contributes to the rank's own outputs: forward, its
+  /// (acc, m, l) for chunk `rank` (own blocks and received Partials); backward,
+  /// its dq, dk, dv (own blocks, GradQ and GradKV received). The outputs are
+  /// final once that step's compute and every result produced up to that step
+  /// have been folded in. Forward balanced: min(rank, floor(P/2)) (= [REF]'s
+  /// rule, SPEC §2.3.5); vanilla: rank.
+  int finish_step(int rank, Pass pass = Pass::Forward) const {
+    check_rank(rank, "DistAttn::RingSchedule::finish_step");
+    int last = 0;
+    for (int t = 0; t < num_steps_; ++t) {
+      const RankStep s = step(rank, t, pass);
+      const bool writes_own = s.compute && (s.compute->own_query || (pass == Pass::Backward && s.compute->own_kv));
+      if (writes_own || s.recv_result.active()) last = t;
+    }
+    return last;
+  }
+
+  /// Results the rank receives and folds into its own outputs, in step order:
+  /// forward, the helper Partials it merges (SPEC §2.3.2 "merges"); backward,
+  /// the GradKV and GradQ contributions it adds.
+  std::vector<Transfer> merges(int rank, Pass pass = Pass::Forward) const {
+    check_rank(rank, "DistAttn::RingSchedule::merges");
+    std::vector<Transfer> out;
+    for (int t = 1; t < num_steps_; ++t) {
+      const RankStep s = step(rank, t, pass);
+      if (s.recv_result.active()) out.push_back(s.recv_result);
+    }
+    return out;
+  }
+
+  /// Empty (rank, step) slots, counted from the schedule itself.
+  long long idle_slots() const {
+    long long busy = 0;
+    for (int x = 0; x < num_ranks_; ++x) busy += num_tasks(x);
+    return static_cast<long long>(num_ranks_) * num_steps_ - busy;
+  }
+
+  /// SPEC §2.3.6 accounting: idle slots / (P * num_steps), from the schedule.
+  /// Vanilla (P^2-P)/(2P^2); balanced 0 for odd P, 1/(P+2) for even P.
+  double idle_fraction() const {
+    return double(idle_slots()) / (double(num_ranks_) * double(num_steps_));
+  }
+
+  /// The convention printed in [DFA] (Eq. 2, Fig. 1): balanced 0 for odd P and
+  /// 1/(2P) for even P (= P/2 idle units over P^2); vanilla (P^2-P)/(2P^2).
+  double idle_fraction_printed() const {
+    const double P = num_ranks_;
+    if (kind_ == RingKind::Vanilla) return (P * P - P) / (2.0 * P * P);
+    return num_ranks_ % 2 == 1 ? 0.0 : 1.0 / (2.0 * P);
+  }
+
+ private:
+  std::optional<ComputeTask> task_unchecked(int rank, int t) const {
+    if (t == 0) return ComputeTask{rank, rank, true, true, true, false};
+    if (rank >= t) return ComputeTask{rank, rank - t, true, false, false, false};
+    if (helps(t)) return ComputeTask{rank - t + num_ranks_, rank, false, true, false, true};
+    return std::nullopt;
+  }
+
+  void check_rank(int rank, const char* where) const {
+    DISTATTN_REQUIRE(rank >= 0 && rank < num_ranks_, where,
+                     "rank " << rank << " out of range [0, " << num_ranks_ << ")");
+  }
+  void check_rank_step(int rank, int t, const char* where) const {
+    check_rank(rank, where);
+    DISTATTN_REQUIRE(t >= 0 && t < num_steps_, where,
+                     "step t=" << t << " out of range [0, " << num_steps_ << ") for P=" << num_ranks_ << " ("
+                               << to_string(kind_) << ")");
+  }
+
+  int num_ranks_;
+  RingKind kind_;
+  int num_steps_ = 0;
+};
+
+}  // namespace DistAttn

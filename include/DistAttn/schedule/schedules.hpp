@@ -1,0 +1,11 @@
+#pragma once
+/// @file schedules.hpp
+/// Umbrella for the communication-free schedule and layout value types.
+
+#include <DistAttn/schedule/grid2d_layout.hpp>
+#include <DistAttn/schedule/grid2d_shape.hpp>
+#include <DistAttn/schedule/grid2d_volume.hpp>
+#include <DistAttn/schedule/ring_format.hpp>
+#include <DistAttn/schedule/ring_schedule.hpp>
+#include <DistAttn/schedule/ring_types.hpp>
+#include <DistAttn/schedule/ring_volume.hpp>
