@@ -7,3 +7,6 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/attention.hpp>
+#if DISTATTN_ENABLE_MPI
+#include <DistAttn/comm.hpp>
+#endif

@@ -1,0 +1,460 @@
+#pragma once
+/// @file ring/ring_attention.hpp
+/// DistFlashAttn executor: runs a RingSchedule (vanilla ring or the balanced
+/// helper schedule, any P) on a Communicator, forward and backward (SPEC §2).
+///
+/// Each rank holds one contiguous chunk of `chunk` tokens (rank x: positions
+/// [x*chunk, (x+1)*chunk)); causal attention only. A global length N that P does
+/// not divide is padded at the END to P*ceil(N/P): padded keys come after every
+/// real query, so real outputs are exact; give padded rows dO = 0 in backward.
+///
+/// Overlap (SPEC §2.5): step t+1's inputs are posted on the communicator's
+/// instance before step t's tile runs on the compute instance; receives land in
+/// one of two slots; a helper's result is sent as soon as it is computed and merged
+/// by its owner one step later (merges commute, SPEC §2.3.4). The compute instance
+/// waits on requests with Request::wait(compute) — no device-wide synchronize.
+
+#include <DistAttn/attention.hpp>
+#include <DistAttn/comm.hpp>
+#include <DistAttn/comm/p2p_batch.hpp>
+#include <DistAttn/impl/region_timer.hpp>
+#include <DistAttn/impl/tensor_ops.hpp>
+#include <DistAttn/schedule/ring_schedule.hpp>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <vector>
+
+namespace DistAttn {
+
+struct RingOptions {
+  RingKind kind = RingKind::Balanced;
+  /// scale and kernel path; the mask is set by the executor (causal, global positions).
+  AttnOptions attn{};
+  /// Testing aid: sleep this long before every receive is waited on, so results
+  /// must not depend on message timing.
+  double recv_delay_ms = 0.0;
+  /// Skip all transfers (inputs are then garbage): measures compute alone for
+  /// the "exposed communication" decomposition of the perf tests.
+  bool compute_only = false;
+};
+
+/// Per-rank instrumentation of the last forward or backward call.
+struct RingStats {
+  int steps = 0, tasks = 0, merges = 0;
+  double total_s = 0, compute_s = 0, wait_s = 0;
+  std::array<std::uint64_t, kNumPayloadKinds> bytes_sent{}, bytes_received{};
+  std::uint64_t total_sent() const {
+    std::uint64_t s = 0;
+    for (auto b : bytes_sent) s += b;
+    return s;
+  }
+  std::uint64_t total_received() const {
+    std::uint64_t s = 0;
+    for (auto b : bytes_received) s += b;
+    return s;
+  }
+};
+
+template <class T, class CommSpace, class Exec>
+class RingAttention {
+ public:
+  using Acc      = accum_t<T>;
+  using Mem      = typename Exec::memory_space;
+  using Comm     = Communicator<CommSpace, Exec>;
+  using Req      = Request<CommSpace>;
+  using TView    = Tensor4<T, Mem>;
+  using AccView  = Tensor4<Acc, Mem>;
+  using StatView = RowStats<Acc, Mem>;
+  using State    = AttnState<Acc, Mem>;
+
+  /// @param comm    ranks of the sequence-parallel group; its exec() carries the transfers
+  /// @param compute instance the tiles run on (another stream than comm.exec() on GPUs)
+  RingAttention(Comm& comm, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,
+                const RingOptions& opts = {})
+      : comm_(comm), compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
+        opts_(opts), schedule_(comm.size(), opts.kind), timer_(compute) {
+    constexpr const char* where = "DistAttn::RingAttention";
+    DISTATTN_REQUIRE(batch > 0 && chunk > 0 && heads > 0 && kv_heads > 0 && head_dim > 0, where,
+                     "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", heads=" << heads
+                                                        << ", kv_heads=" << kv_heads << ", head_dim=" << head_dim
+                                                        << ")");
+    DISTATTN_REQUIRE(heads % kv_heads == 0, where,
+                     "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
+    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
+  }
+
+  const RingSchedule& schedule() const { return schedule_; }
+  const RingStats& stats() const { return stats_; }
+  int chunk() const { return c_; }
+
+  /// O and LSE ([B, H, chunk], accumulation type) of this rank's query chunk.
+  template <class QV, class KV, class VV, class OV, class LV>
+  void forward(const QV& q, const KV& k, const VV& v, const OV& o, const LV& lse) {
+    constexpr const char* where = "DistAttn::RingAttention::forward";
+    check_inputs(where, q, k, v);
+    Impl::check_same4(where, "q", q, "o", o);
+    Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+    if (opts_.attn.check_finite) check_finite_all(where, q, k, v);
+    ensure_forward_workspace();
+    begin_pass();
+    const int x = comm_.rank(), nsteps = schedule_.num_steps();
+    reset_state(compute_, own_);
+    // Inputs need two slots (step t computes while t+1 arrives); results need
+    // three (t-1 awaits its merge while t and t+1 travel).
+    std::array<std::vector<Req>, 2> in_reqs;
+    std::array<std::vector<Req>, 3> res_reqs;
+    std::array<bool, 3> res_pending{false, false, false};
+
+    // One group per phase: every input of step t, then (after step t's tile)
+    // every result of step t. Each rank's communicator sees the same sequence of
+    // groups, so NCCL's in-order matching cannot deadlock.
+    auto post_inputs = [&](int t) {
+      const RankStep st = schedule_.forward(x, t);
+      comm_.depend_on(compute_);  // slot t%2 was last read by the tile of step t-2
+      const int s = t % 2;
+      Batch b(comm_);
+      if (st.recv_input.kind == PayloadKind::KV) {
+        recv(b, kbuf_[s], st.recv_input, 0);
+        recv(b, vbuf_[s], st.recv_input, 1);
+      } else if (st.recv_input.active()) {
+        recv(b, qbuf_[s], st.recv_input, 0);
+      }
+      if (st.send_input.kind == PayloadKind::KV) {
+        send(b, k, st.send_input, 0);
+        send(b, v, st.send_input, 1);
+      } else if (st.send_input.active()) {
+        send(b, q, st.send_input, 0);
+      }
+      post(b, in_reqs[s]);
+    };
+    auto post_results = [&](int t) {
+      const RankStep st = schedule_.forward(x, t);
+      const int r = t % 3;
+      Batch b(comm_);
+      if (st.send_result.active()) {
+        comm_.depend_on(compute_);  // the partial was just computed
+        const int s = t % 2;
+        send(b, spart_[s].acc, st.send_result, 0);
+        send(b, spart_[s].m, st.send_result, 1);
+        send(b, spart_[s].l, st.send_result, 2);
+      }
+      if (st.recv_result.active()) {
+        recv(b, rpart_[r].acc, st.recv_result, 0);
+        recv(b, rpart_[r].m, st.recv_result, 1);
+        recv(b, rpart_[r].l, st.recv_result, 2);
+        res_pending[r] = true;
+      }
+      post(b, res_reqs[r]);
+    };
+    // Waits for step t's result group (its send leaves the slot free, its
+    // receive is merged): one step after it was posted.
+    auto merge_result = [&](int t) {
+      if (t < 0) return;
+      const int r = t % 3;
+      wait_all_on(res_reqs[r], res_pending[r]);
+      if (!res_pending[r]) return;
+      attention_merge(compute_, own_, rpart_[r]);
+      res_pending[r] = false;
+      ++stats_.merges;
+    };
+
+    if (nsteps > 1) post_inputs(1);
+    timed([&] {
+      AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_));
+      attention_fwd_update(compute_, q, k, v, own_, ao);
+    });
+    for (int t = 1; t < nsteps; ++t) {
+      if (t + 1 < nsteps) post_inputs(t + 1);
+      const RankStep st = schedule_.forward(x, t);
+      const int s       = t % 2;
+      wait_all_on(in_reqs[s], st.recv_input.active());
+      if (st.compute) {
+        const ComputeTask& task = *st.compute;
+        const AttnOptions ao    = task_options(task.mask(c_));
+        if (task.own_query) {
+          timed([&] { attention_fwd_update(compute_, q, kbuf_[s], vbuf_[s], own_, ao); });
+        } else {
+          reset_state(compute_, spart_[s]);
+          timed([&] { attention_fwd_update(compute_, qbuf_[s], k, v, spart_[s], ao); });
+        }
+      }
+      post_results(t);
+      merge_result(t - 1);  // the partial produced at step t-1 has had a step to travel
+    }
+    merge_result(nsteps - 1);
+    attention_finalize(compute_, own_, o, lse);
+    end_pass();
+  }
+
+  /// dq, dk, dv (overwritten) of this rank's chunk from its q, k, v, the forward's o and lse, and dO.
+  template <class QV, class KV, class VV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
+  void backward(const QV& q, const KV& k, const VV& v, const OV& o, const DOV& dout, const LV& lse, const DQV& dq,
+                const DKV& dk, const DVV& dv) {
+    constexpr const char* where = "DistAttn::RingAttention::backward";
+    check_inputs(where, q, k, v);
+    Impl::check_same4(where, "q", q, "o", o);
+    Impl::check_same4(where, "q", q, "dout", dout);
+    Impl::check_same4(where, "q", q, "dq", dq);
+    Impl::check_same4(where, "k", k, "dk", dk);
+    Impl::check_same4(where, "k", k, "dv", dv);
+    Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+    if (opts_.attn.check_finite) {
+      check_finite_all(where, q, k, v);
+      Impl::check_finite(compute_, where, "dout", dout);
+    }
+    ensure_backward_workspace();
+    begin_pass();
+    const int x = comm_.rank(), nsteps = schedule_.num_steps();
+    attention_bwd_delta(compute_, o, dout, delta_);
+    Kokkos::deep_copy(compute_, gq_, Acc(0));
+    Kokkos::deep_copy(compute_, gk_, Acc(0));
+    Kokkos::deep_copy(compute_, gv_, Acc(0));
+    std::array<std::vector<Req>, 2> in_reqs;
+    std::array<std::vector<Req>, 3> res_reqs;
+    std::array<Transfer, 3> res_info{};
+
+    auto post_inputs = [&](int t) {
+      const RankStep st = schedule_.backward(x, t);
+      comm_.depend_on(compute_);
+      const int s = t % 2;
+      Batch b(comm_);
+      if (st.recv_input.kind == PayloadKind::KV) {
+        recv(b, kbuf_[s], st.recv_input, 0);
+        recv(b, vbuf_[s], st.recv_input, 1);
+      } else if (st.recv_input.active()) {
+        recv(b, qbuf_[s], st.recv_input, 0);
+        recv(b, dobuf_[s], st.recv_input, 1);
+        recv(b, lsebuf_[s], st.recv_input, 2);
+        recv(b, delbuf_[s], st.recv_input, 3);
+      }
+      if (st.send_input.kind == PayloadKind::KV) {
+        send(b, k, st.send_input, 0);
+        send(b, v, st.send_input, 1);
+      } else if (st.send_input.active()) {
+        send(b, q, st.send_input, 0);
+        send(b, dout, st.send_input, 1);
+        send(b, lse, st.send_input, 2);
+        send(b, delta_, st.send_input, 3);
+      }
+      post(b, in_reqs[s]);
+    };
+    auto post_results = [&](int t) {
+      const RankStep st = schedule_.backward(x, t);
+      const int r = t % 3, s = t % 2;
+      Batch b(comm_);
+      if (st.send_result.active()) comm_.depend_on(compute_);
+      if (st.send_result.kind == PayloadKind::GradKV) {
+        send(b, sdk_[s], st.send_result, 0);
+        send(b, sdv_[s], st.send_result, 1);
+      } else if (st.send_result.kind == PayloadKind::GradQ) {
+        send(b, sdq_[s], st.send_result, 0);
+      }
+      res_info[r] = st.recv_result;
+      if (st.recv_result.kind == PayloadKind::GradKV) {
+        recv(b, rdk_[r], st.recv_result, 0);
+        recv(b, rdv_[r], st.recv_result, 1);
+      } else if (st.recv_result.kind == PayloadKind::GradQ) {
+        recv(b, rdq_[r], st.recv_result, 0);
+      }
+      post(b, res_reqs[r]);
+    };
+    auto add_result = [&](int t) {
+      if (t < 0) return;
+      const int r = t % 3;
+      wait_all_on(res_reqs[r], res_info[r].active());
+      if (!res_info[r].active()) return;
+      if (res_info[r].kind == PayloadKind::GradKV) {
+        Impl::add4(compute_, rdk_[r], gk_, "DistAttn::ring_bwd.add_dk");
+        Impl::add4(compute_, rdv_[r], gv_, "DistAttn::ring_bwd.add_dv");
+      } else {
+        Impl::add4(compute_, rdq_[r], gq_, "DistAttn::ring_bwd.add_dq");
+      }
+      res_info[r] = Transfer{};
+      ++stats_.merges;
+    };
+
+    if (nsteps > 1) post_inputs(1);
+    timed([&] {
+      AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_));
+      attention_bwd_update(compute_, q, k, v, dout, lse, delta_, gq_, gk_, gv_, ao);
+    });
+    for (int t = 1; t < nsteps; ++t) {
+      if (t + 1 < nsteps) post_inputs(t + 1);
+      const RankStep st = schedule_.backward(x, t);
+      const int s       = t % 2;
+      wait_all_on(in_reqs[s], st.recv_input.active());
+      if (st.compute) {
+        const ComputeTask& task = *st.compute;
+        const AttnOptions ao    = task_options(task.mask(c_));
+        if (task.own_query) {
+          Kokkos::deep_copy(compute_, sdk_[s], Acc(0));
+          Kokkos::deep_copy(compute_, sdv_[s], Acc(0));
+          timed([&] {
+            attention_bwd_update(compute_, q, kbuf_[s], vbuf_[s], dout, lse, delta_, gq_, sdk_[s], sdv_[s], ao);
+          });
+        } else {
+          Kokkos::deep_copy(compute_, sdq_[s], Acc(0));
+          timed([&] {
+            attention_bwd_update(compute_, qbuf_[s], k, v, dobuf_[s], lsebuf_[s], delbuf_[s], sdq_[s], gk_, gv_, ao);
+          });
+        }
+      }
+      post_results(t);
+      add_result(t - 1);
+    }
+    add_result(nsteps - 1);
+    Impl::convert4(compute_, gq_, dq, "DistAttn::ring_bwd.dq");
+    Impl::convert4(compute_, gk_, dk, "DistAttn::ring_bwd.dk");
+    Impl::convert4(compute_, gv_, dv, "DistAttn::ring_bwd.dv");
+    end_pass();
+  }
+
+ private:
+  template <class QV, class KV, class VV>
+  void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
+    Impl::check_qkv<Exec>(where, q, k, v, opts_.attn);
+    DISTATTN_REQUIRE(int(q.extent(0)) == B_ && int(q.extent(1)) == c_ && int(q.extent(2)) == H_ &&
+                         int(q.extent(3)) == D_,
+                     where,
+                     "'q' must be [" << B_ << ", " << c_ << ", " << H_ << ", " << D_ << "] as configured, got ["
+                                     << q.extent(0) << ", " << q.extent(1) << ", " << q.extent(2) << ", "
+                                     << q.extent(3) << "]");
+    DISTATTN_REQUIRE(int(k.extent(1)) == c_ && int(k.extent(2)) == Hkv_, where,
+                     "'k' must hold " << c_ << " tokens and " << Hkv_ << " kv heads, got " << k.extent(1)
+                                      << " tokens and " << k.extent(2) << " heads");
+    DISTATTN_REQUIRE((std::is_same<typename QV::non_const_value_type, T>::value), where,
+                     "element type of 'q' differs from the executor's");
+  }
+
+  template <class QV, class KV, class VV>
+  void check_finite_all(const char* where, const QV& q, const KV& k, const VV& v) const {
+    Impl::check_finite(compute_, where, "q", q);
+    Impl::check_finite(compute_, where, "k", k);
+    Impl::check_finite(compute_, where, "v", v);
+  }
+
+  AttnOptions task_options(const Mask& mask) const {
+    AttnOptions ao   = opts_.attn;
+    ao.mask          = mask;
+    ao.check_finite  = false;
+    return ao;
+  }
+
+  // Tags keep the messages of one step apart on transports that match by tag;
+  // NCCL matches by order, which the schedule makes identical on both ends.
+  static int tag(const Transfer& tr, int part) { return (((tr.step % 1024) * 8) + int(tr.kind)) * 4 + part; }
+
+  using Batch = P2PBatch<CommSpace, Exec>;
+
+  template <class V>
+  void recv(Batch& b, const V& view, const Transfer& tr, int part) {
+    if (opts_.compute_only) return;
+    b.recv(view, tr.peer, tag(tr, part));
+    stats_.bytes_received[std::size_t(tr.kind)] += view.span() * sizeof(typename V::value_type);
+  }
+  template <class V>
+  void send(Batch& b, const V& view, const Transfer& tr, int part) {
+    if (opts_.compute_only) return;
+    b.send(view, tr.peer, tag(tr, part));
+    stats_.bytes_sent[std::size_t(tr.kind)] += view.span() * sizeof(typename V::value_type);
+  }
+  void post(Batch& b, std::vector<Req>& reqs) {
+    if (!b.empty()) reqs.push_back(b.post());
+  }
+  /// Makes the compute instance wait for reqs; `has_receive` says whether data
+  /// arrives through them (only then does the testing delay apply).
+  void wait_all_on(std::vector<Req>& reqs, bool has_receive) {
+    if (reqs.empty()) return;
+    if (has_receive && opts_.recv_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.recv_delay_ms));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& r : reqs) r.wait(compute_);
+    stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    reqs.clear();
+  }
+  template <class F>
+  void timed(F&& f) {
+    timer_.begin();
+    f();
+    timer_.end();
+    ++stats_.tasks;
+  }
+  void begin_pass() {
+    // Inputs were produced on the caller's instance; our sends read them.
+    comm_.depend_on(compute_);
+    stats_       = RingStats{};
+    stats_.steps = schedule_.num_steps();
+    timer_.reset();
+    pass_t0_ = std::chrono::steady_clock::now();
+  }
+  void end_pass() {
+    compat::fence(compute_, "DistAttn::RingAttention: pass done");
+    stats_.compute_s = timer_.total();
+    stats_.total_s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_t0_).count();
+  }
+
+  void ensure_forward_workspace() {
+    if (fwd_ready_) return;
+    own_ = make_state<Acc>(compute_, B_, c_, H_, D_, "DistAttn::ring.state");
+    for (int s = 0; s < 2; ++s) {
+      alloc_kv(s);
+      if (qbuf_[s].size() == 0) qbuf_[s] = TView("DistAttn::ring.q_slot", B_, c_, H_, D_);
+      spart_[s] = make_state<Acc>(compute_, B_, c_, H_, D_, "DistAttn::ring.partial_send");
+    }
+    for (int r = 0; r < 3; ++r) rpart_[r] = make_state<Acc>(compute_, B_, c_, H_, D_, "DistAttn::ring.partial_recv");
+    fwd_ready_ = true;
+  }
+  void ensure_backward_workspace() {
+    if (bwd_ready_) return;
+    delta_ = StatView("DistAttn::ring.delta", B_, H_, c_);
+    gq_    = AccView("DistAttn::ring.dq", B_, c_, H_, D_);
+    gk_    = AccView("DistAttn::ring.dk", B_, c_, Hkv_, D_);
+    gv_    = AccView("DistAttn::ring.dv", B_, c_, Hkv_, D_);
+    for (int s = 0; s < 2; ++s) {
+      alloc_kv(s);
+      if (qbuf_[s].size() == 0) qbuf_[s] = TView("DistAttn::ring.q_slot", B_, c_, H_, D_);
+      dobuf_[s]  = TView("DistAttn::ring.do_slot", B_, c_, H_, D_);
+      lsebuf_[s] = StatView("DistAttn::ring.lse_slot", B_, H_, c_);
+      delbuf_[s] = StatView("DistAttn::ring.delta_slot", B_, H_, c_);
+      sdk_[s]    = AccView("DistAttn::ring.dk_send", B_, c_, Hkv_, D_);
+      sdv_[s]    = AccView("DistAttn::ring.dv_send", B_, c_, Hkv_, D_);
+      sdq_[s]    = AccView("DistAttn::ring.dq_send", B_, c_, H_, D_);
+    }
+    for (int r = 0; r < 3; ++r) {
+      rdk_[r] = AccView("DistAttn::ring.dk_recv", B_, c_, Hkv_, D_);
+      rdv_[r] = AccView("DistAttn::ring.dv_recv", B_, c_, Hkv_, D_);
+      rdq_[r] = AccView("DistAttn::ring.dq_recv", B_, c_, H_, D_);
+    }
+    bwd_ready_ = true;
+  }
+  void alloc_kv(int s) {
+    if (kbuf_[s].size() != 0) return;
+    kbuf_[s] = TView("DistAttn::ring.k_slot", B_, c_, Hkv_, D_);
+    vbuf_[s] = TView("DistAttn::ring.v_slot", B_, c_, Hkv_, D_);
+  }
+
+  Comm& comm_;
+  Exec compute_;
+  int B_, c_, H_, Hkv_, D_;
+  RingOptions opts_;
+  RingSchedule schedule_;
+  RingStats stats_;
+  Impl::RegionTimer<Exec> timer_;
+  std::chrono::steady_clock::time_point pass_t0_{};
+
+  bool fwd_ready_ = false, bwd_ready_ = false;
+  State own_;
+  std::array<TView, 2> kbuf_, vbuf_, qbuf_, dobuf_;
+  std::array<StatView, 2> lsebuf_, delbuf_;
+  std::array<State, 2> spart_;
+  std::array<State, 3> rpart_;
+  StatView delta_;
+  AccView gq_, gk_, gv_;
+  std::array<AccView, 2> sdk_, sdv_, sdq_;
+  std::array<AccView, 3> rdk_, rdv_, rdq_;
+};
+
+}  // namespace DistAttn

@@ -1,0 +1,124 @@
+#pragma once
+// Pieces every schedule's driver run shares: the global test problem (defined
+// by hash values at GLOBAL indices, so every schedule and every rank count sees
+// the same numbers), gathering per-rank rows to rank 0, and table printing.
+
+#include "driver_options.hpp"
+
+#include <DistAttn/DistAttn.hpp>
+#include <DistAttn/testing/random_fill.hpp>
+#include <DistAttn/testing/reference.hpp>
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace DistAttn::Driver {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem  = Exec::memory_space;
+
+/// Seeds of the four global tensors.
+enum : std::uint64_t { kSeedQ = 11, kSeedK = 12, kSeedV = 13, kSeedDO = 14 };
+
+/// Fills local rows i of x with the global tensor's rows pos(i) (positions >= N
+/// are padding: zero if zero_padding, else hash values as for real rows).
+template <class V>
+void fill_global_rows(const Exec& exec, const V& x, std::uint64_t seed, PositionMap pos, long N, bool zero_padding) {
+  using T      = typename V::non_const_value_type;
+  const long n1 = long(x.extent(1)), n2 = long(x.extent(2)), n3 = long(x.extent(3));
+  Kokkos::parallel_for(
+      "DistAttn::Driver::fill_global_rows", Kokkos::RangePolicy<Exec>(exec, 0, long(x.extent(0)) * n1 * n2),
+      KOKKOS_LAMBDA(long idx) {
+        const long h = idx % n2, i = (idx / n2) % n1, b = idx / (n1 * n2);
+        const long p = pos.offset + pos.stride * i;
+        for (long d = 0; d < n3; ++d) {
+          const std::uint64_t g = std::uint64_t(((b * N + p) * n2 + h) * n3 + d);
+          x(b, i, h, d)         = (p >= N && zero_padding) ? T(0.0f) : T(float(Testing::hash_uniform(seed, g)));
+        }
+      });
+}
+
+/// The same global tensor on the host, rounded through T, for the reference.
+template <class T>
+Testing::HostTensor global_host(std::uint64_t seed, long B, long N, long H, long D) {
+  Testing::HostTensor x("global", B, N, H, D);
+  for (long b = 0; b < B; ++b)
+    for (long p = 0; p < N; ++p)
+      for (long h = 0; h < H; ++h)
+        for (long d = 0; d < D; ++d)
+          x(b, p, h, d) = double(T(float(Testing::hash_uniform(seed, std::uint64_t(((b * N + p) * H + h) * D + d)))));
+  return x;
+}
+
+/// Copies a device tensor to a host fp64 tensor.
+template <class V>
+Testing::HostTensor to_host_f64(const V& d) {
+  auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
+  Testing::HostTensor out("host", d.extent(0), d.extent(1), d.extent(2), d.extent(3));
+  for (std::size_t a = 0; a < d.extent(0); ++a)
+    for (std::size_t b = 0; b < d.extent(1); ++b)
+      for (std::size_t c = 0; c < d.extent(2); ++c)
+        for (std::size_t e = 0; e < d.extent(3); ++e) out(a, b, c, e) = double(h(a, b, c, e));
+  return out;
+}
+
+/// Gathers every rank's local rows (rows at global positions pos_of(rank)(i)) into
+/// one global [B, N, H, D] tensor on rank 0; rows at positions >= N are dropped.
+template <class PosOf>
+Testing::HostTensor gather_rows(const Testing::HostTensor& local, long N, PosOf pos_of, MPI_Comm comm) {
+  int P = 1, rank = 0;
+  MPI_Comm_size(comm, &P);
+  MPI_Comm_rank(comm, &rank);
+  const long B = long(local.extent(0)), n = long(local.extent(1)), H = long(local.extent(2)),
+             D = long(local.extent(3));
+  std::vector<double> all(rank == 0 ? std::size_t(P) * local.span() : 0);
+  MPI_Gather(local.data(), int(local.span()), MPI_DOUBLE, all.data(), int(local.span()), MPI_DOUBLE, 0, comm);
+  Testing::HostTensor g("gathered", B, rank == 0 ? N : 0, H, D);
+  if (rank != 0) return g;
+  for (int r = 0; r < P; ++r) {
+    const PositionMap pm = pos_of(r);
+    const double* src    = all.data() + std::size_t(r) * local.span();
+    for (long b = 0; b < B; ++b)
+      for (long i = 0; i < n; ++i) {
+        const long p = pm.offset + pm.stride * i;
+        if (p >= N) continue;
+        for (long h = 0; h < H; ++h)
+          for (long d = 0; d < D; ++d) g(b, p, h, d) = src[((b * n + i) * H + h) * D + d];
+      }
+  }
+  return g;
+}
+
+/// Tolerance of the driver's --check by element type (relative Frobenius error).
+template <class T>
+double check_tolerance() {
+  if (std::is_same<T, double>::value) return 1e-10;
+  if (std::is_same<T, float>::value) return 1e-4;
+  return 3e-2;
+}
+
+/// Max over ranks of a double.
+inline double max_over_ranks(double v, MPI_Comm comm) {
+  double m = 0;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
+  return m;
+}
+
+/// Gathers one row of numbers per rank to rank 0.
+inline std::vector<std::vector<double>> gather_table(const std::vector<double>& row, MPI_Comm comm) {
+  int P = 1, rank = 0;
+  MPI_Comm_size(comm, &P);
+  MPI_Comm_rank(comm, &rank);
+  std::vector<double> all(std::size_t(P) * row.size());
+  MPI_Gather(row.data(), int(row.size()), MPI_DOUBLE, all.data(), int(row.size()), MPI_DOUBLE, 0, comm);
+  std::vector<std::vector<double>> out;
+  if (rank == 0)
+    for (int r = 0; r < P; ++r) out.emplace_back(all.begin() + long(r) * long(row.size()),
+                                                 all.begin() + long(r + 1) * long(row.size()));
+  return out;
+}
+
+}  // namespace DistAttn::Driver

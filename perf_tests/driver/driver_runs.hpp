@@ -1,0 +1,43 @@
+#pragma once
+// Dispatch of distattn-run by schedule and element type.
+
+#include "driver_options.hpp"
+#include "run_ring.hpp"
+#if __has_include("run_grid2d.hpp")
+#include "run_grid2d.hpp"
+#define DISTATTN_DRIVER_HAS_GRID2D 1
+#else
+#define DISTATTN_DRIVER_HAS_GRID2D 0
+#endif
+
+namespace DistAttn::Driver {
+
+template <class T>
+int run_typed(const Options& o, MPI_Comm comm) {
+  if (o.schedule == "local") return run_local<T>(o, comm);
+  if (o.schedule == "ring" || o.schedule == "balanced") return run_ring<T>(o, comm);
+#if DISTATTN_DRIVER_HAS_GRID2D
+  if (o.schedule == "grid2d-no" || o.schedule == "grid2d-o") return run_grid2d<T>(o, comm);
+#endif
+  throw InvalidArgument("--schedule '" + o.schedule + "' is not one of local, ring, balanced" +
+                        (DISTATTN_DRIVER_HAS_GRID2D ? ", grid2d-no, grid2d-o" : ""));
+}
+
+inline int run(const Options& o, MPI_Comm comm) {
+  int P = 1, rank = 0;
+  MPI_Comm_size(comm, &P);
+  MPI_Comm_rank(comm, &rank);
+  if (o.ranks > 0 && o.ranks != P)
+    throw InvalidArgument("--ranks " + std::to_string(o.ranks) + " but the job has " + std::to_string(P) +
+                          " MPI ranks (start it with mpiexec -n " + std::to_string(o.ranks) + ")");
+  if (rank == 0) print_configuration(std::cout);
+  if (o.dtype == "float") return run_typed<float>(o, comm);
+  if (o.dtype == "double") return run_typed<double>(o, comm);
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (o.dtype == "bf16" && compat::has_bhalf) return run_typed<compat::bhalf_t>(o, comm);
+  if (o.dtype == "fp16" && compat::has_half) return run_typed<compat::half_t>(o, comm);
+#endif
+  throw InvalidArgument("--dtype '" + o.dtype + "' is not available in this build");
+}
+
+}  // namespace DistAttn::Driver
