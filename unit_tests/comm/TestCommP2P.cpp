@@ -4,6 +4,8 @@
 
 #include "comm_test_helpers.hpp"
 
+#include <DistAttn/comm/p2p_batch.hpp>
+
 #include <vector>
 
 namespace DistAttn::Test {
@@ -267,6 +269,48 @@ TEST(CommP2PMpi, TagsSeparateMessages) {
   auto ha = host_copy(ra), hb = host_copy(rb);
   EXPECT_EQ(mismatches(ha, 0, 33, [&](std::size_t i) { return value_of<float>(seed, (r + P - 1) % P, i); }), 0u);
   EXPECT_EQ(mismatches(hb, 0, 33, [&](std::size_t i) { return value_of<float>(seed, (r + P - 1) % P, 1000 + i); }), 0u);
+}
+
+
+// A whole ring step as one P2PBatch, both directions at once and two messages
+// per direction (the executors' pattern): on NCCL this is the case that
+// deadlocks when the operations are posted one by one.
+TYPED_TEST(CommP2P, BatchBothDirections) {
+  using Cfg  = TypeParam;
+  using Mem  = typename Cfg::exec::memory_space;
+  auto& comm = this->world();
+  const int P = comm.size(), r = comm.rank();
+  const int right = (r + 1) % P, left = (r + P - 1) % P;
+  const std::uint64_t seed = this->seed();
+  Kokkos::View<float*, Mem> a("a", 257), b("b", 64), ra("ra", 257), rb("rb", 64), c("c", 100), rc("rc", 100);
+  fill(a, seed, r);
+  fill(b, seed + 1, r);
+  fill(c, seed + 2, r);
+  fill(ra, seed ^ 1, r);
+  fill(rb, seed ^ 2, r);
+  fill(rc, seed ^ 3, r);
+  comm.counters().reset();
+  P2PBatch<typename Cfg::space, typename Cfg::exec> batch(comm);
+  EXPECT_TRUE(batch.empty());
+  batch.send(a, right, 5);
+  batch.send(b, right, 6);
+  batch.recv(ra, left, 5);
+  batch.recv(rb, left, 6);
+  batch.send(c, left, 7);   // the other direction in the same group
+  batch.recv(rc, right, 7);
+  auto req = batch.post();
+  EXPECT_TRUE(batch.empty());
+  req.wait();
+  auto ha = host_copy(ra), hb = host_copy(rb), hc = host_copy(rc);
+  EXPECT_EQ(mismatches(ha, 0, ha.size(), [&](std::size_t i) { return value_of<float>(seed, left, i); }), 0u);
+  EXPECT_EQ(mismatches(hb, 0, hb.size(), [&](std::size_t i) { return value_of<float>(seed + 1, left, i); }), 0u);
+  EXPECT_EQ(mismatches(hc, 0, hc.size(), [&](std::size_t i) { return value_of<float>(seed + 2, right, i); }), 0u);
+  EXPECT_EQ(comm.counters().bytes_sent(), (257u + 64u + 100u) * sizeof(float));
+  EXPECT_EQ(comm.counters().messages_received(), 3u);
+  Kokkos::View<float**, Kokkos::LayoutStride, Mem> strided(
+      a.data(), Kokkos::LayoutStride(16, 2, 8, 1));
+  EXPECT_THROW(batch.send(strided, right, 1), InvalidArgument);
+  EXPECT_THROW(batch.recv(rb, P, 1), InvalidArgument);
 }
 
 }  // namespace
