@@ -1,0 +1,859 @@
+#pragma once
+/// @file grid2d/grid2d_attention.hpp
+/// Attention2D executor (SPEC §3): exact attention on an R x C process grid,
+/// non-overlapped (NO) and overlapped (O) variants, forward and backward.
+///
+/// Data layout (SPEC §3.3, §3.12): every caller tensor is in the 1D cyclic
+/// layout Qp: world rank p = r + R c holds tokens {p + i P : i < N/P} of q, k, v,
+/// o, LSE, dO, dq, dk and dv (dk/dv are permuted back from the K_t layout at the
+/// end of backward, so the caller never sees K_t). Use to_cyclic/from_cyclic
+/// (cyclic_layout.hpp) to switch from/to the contiguous layout of the ring.
+///
+/// What happens on rank (r, c) (docs/design/attention2d.md has the diagrams):
+///
+///   forward NO   K_p,V_p --world permute--> K_t,V_t (kept for backward)
+///                Q_p --row all-gather--> Qg ; K_t,V_t --col all-gather--> Kg,Vg
+///                (Qg vs Kg) one block call -> (acc, m, l) of Qg
+///                ring reduce-scatter along the row with AttnFix merges (Alg. 7) -> finalize
+///   forward O    permute as NO; fetch Q of column c+1 in the background;
+///                column ring of K_t/V_t blocks, each folded into Q_p's state (Alg. 5);
+///                row ring: Q blocks of the other columns against Kg, their partial
+///                states reduce-scattered along the same ring (Alg. 6); AttnFix; finalize
+///   backward NO  row all-gather of (q, dO) and (LSE, Delta); col all-gather K_t/V_t;
+///                one backward block call; row reduce-scatter(sum) of dQg; column
+///                reduce-scatter(sum) of dKg/dVg; dK_t/dV_t --world permute back--> dk, dv
+///   backward O   Algs. 8-11 with SPEC §3.10's corrections (reduce-scatter dQ and dK/dV;
+///                the own block's locally accumulated dK_1/dV_1 is added; dK/dV permuted back)
+///
+/// Overlap: transfers are posted on the communicators (their exec() instance)
+/// before the block call they hide behind runs on `compute`; received data is
+/// consumed after Request::wait(compute); slots are double-buffered and
+/// comm.depend_on(compute) precedes every post that reuses a slot or sends data
+/// produced on `compute`. There is no device-wide synchronize.
+
+#include <DistAttn/attention.hpp>
+#include <DistAttn/comm.hpp>
+#include <DistAttn/grid2d/grid2d_buffers.hpp>
+#include <DistAttn/grid2d/grid2d_types.hpp>
+#include <DistAttn/impl/region_timer.hpp>
+#include <DistAttn/impl/tensor_ops.hpp>
+#include <DistAttn/schedule/grid2d_layout.hpp>
+#include <DistAttn/schedule/grid2d_shape.hpp>
+
+#include <array>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace DistAttn {
+
+/// @brief Attention2D executor for one (batch, N, heads, kv_heads, head_dim) problem.
+/// @tparam T         element type of q, k, v, o, dO (accumulation in accum_t<T>)
+/// @tparam CommSpace MpiSpace or NcclSpace
+/// @tparam Exec      execution space of the compute instance and the communicators
+///
+/// The executor keeps K_t, V_t from forward for backward (Alg. 1 line 8,
+/// "SaveForBackprop"): backward reuses them when it is given the same k and v
+/// Views (same data pointers) as the last forward, and rebuilds them with one more
+/// permutation otherwise (reported as the KvPermute phase of the backward).
+/// Like autograd, it assumes k and v were not modified in between; call
+/// invalidate_saved_kv() if they were.
+template <class T, class CommSpace, class Exec>
+class Grid2DAttention {
+ public:
+  using Acc      = accum_t<T>;
+  using Mem      = typename Exec::memory_space;
+  using Comm     = Communicator<CommSpace, Exec>;
+  using Grid     = ProcessGrid2D<CommSpace, Exec>;
+  using Req      = Request<CommSpace>;
+  using TView    = Tensor4<T, Mem>;
+  using AccView  = Tensor4<Acc, Mem>;
+  using StatView = RowStats<Acc, Mem>;
+  using State    = AttnState<Acc, Mem>;
+
+  /// @param grid     R x C process grid (not owned; must outlive the executor)
+  /// @param compute  instance the block calls run on (another stream than the communicators' on GPUs)
+  /// @param seq_len  global sequence length N; must be a multiple of P = R*C
+  Grid2DAttention(Grid& grid, const Exec& compute, int batch, std::int64_t seq_len, int heads, int kv_heads,
+                  int head_dim, const Grid2DOptions& opts = {})
+      : Grid2DAttention(nullptr, &grid, compute, batch, seq_len, heads, kv_heads, head_dim, opts) {}
+
+  /// Builds (collectively over `world`) and owns an R x C grid. rows = cols = 0
+  /// lets choose_grid_shape pick it from P, heads and kv_heads (SPEC §3.12); one
+  /// of them 0 fixes the other side.
+  Grid2DAttention(const Comm& world, int rows, int cols, const Exec& compute, int batch, std::int64_t seq_len,
+                  int heads, int kv_heads, int head_dim, const Grid2DOptions& opts = {})
+      : Grid2DAttention(make_grid(world, rows, cols, batch, seq_len, heads, kv_heads, head_dim), nullptr, compute,
+                        batch, seq_len, heads, kv_heads, head_dim, opts) {}
+
+  Grid2DAttention(const Grid2DAttention&)            = delete;
+  Grid2DAttention& operator=(const Grid2DAttention&) = delete;
+
+  const Grid2DLayout& layout() const { return layout_; }
+  Grid& grid() { return *grid_; }
+  GridCoords coords() const { return GridCoords{r_, c_}; }
+  int rows() const { return R_; }
+  int cols() const { return C_; }
+  /// Tokens per rank, N/P.
+  int shard_len() const { return n_; }
+  const Grid2DOptions& options() const { return opts_; }
+  /// Instrumentation of the last forward() or backward().
+  const Grid2DStats& stats() const { return stats_; }
+  /// The volume-model parameters that describe what this executor sends:
+  /// (acc, m, l) partials, LSE + Delta (not O) in the backward gather.
+  Grid2DVolumeParams volume_params() const {
+    Grid2DVolumeParams p;
+    p.heads = H_, p.kv_heads = Hkv_, p.head_dim = D_;
+    p.fwd_stats_per_row = 2, p.bwd_stats_per_row = 1, p.bwd_gather_o = false;
+    return p;
+  }
+  /// Forget K_t, V_t saved by forward (the next backward rebuilds them).
+  void invalidate_saved_kv() { saved_valid_ = false; }
+
+  /// o ([B, N/P, H, D]) and lse ([B, H, N/P]) of this rank's cyclic shard.
+  /// q, k, v must be contiguous row-major Views of element type T in Exec's memory space.
+  template <class QV, class KV, class VV, class OV, class LV>
+  void forward(const QV& q, const KV& k, const VV& v, const OV& o, const LV& lse) {
+    constexpr const char* where = "DistAttn::Grid2DAttention::forward";
+    check_inputs(where, q, k, v);
+    Impl::check_same4(where, "q", q, "o", o);
+    Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+    if (opts_.attn.check_finite) check_finite_all(where, q, k, v);
+    const auto qc = Impl::alias4<T, Mem>(q);
+    const auto kc = Impl::alias4<T, Mem>(k);
+    const auto vc = Impl::alias4<T, Mem>(v);
+    begin_pass(false);
+    permute_kv(kc, vc);
+    if (opts_.variant == Grid2DVariant::NO)
+      forward_no(qc, o, lse);
+    else
+      forward_o(qc, o, lse);
+    saved_k_     = k.data();
+    saved_v_     = v.data();
+    saved_valid_ = true;
+    end_pass();
+  }
+
+  /// dq, dk, dv (overwritten, cyclic layout like q, k, v) from q, k, v, the
+  /// forward's o and lse, and dO.
+  template <class QV, class KV, class VV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
+  void backward(const QV& q, const KV& k, const VV& v, const OV& o, const DOV& dout, const LV& lse, const DQV& dq,
+                const DKV& dk, const DVV& dv) {
+    constexpr const char* where = "DistAttn::Grid2DAttention::backward";
+    check_inputs(where, q, k, v);
+    Impl::check_same4(where, "q", q, "o", o);
+    Impl::check_same4(where, "q", q, "dout", dout);
+    Impl::check_same4(where, "q", q, "dq", dq);
+    Impl::check_same4(where, "k", k, "dk", dk);
+    Impl::check_same4(where, "k", k, "dv", dv);
+    Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+    if (opts_.attn.check_finite) {
+      check_finite_all(where, q, k, v);
+      Impl::check_finite(compute_, where, "dout", dout);
+    }
+    const auto qc = Impl::alias4<T, Mem>(q);
+    const auto kc = Impl::alias4<T, Mem>(k);
+    const auto vc = Impl::alias4<T, Mem>(v);
+    begin_pass(true);
+    ensure_backward_common();
+    const bool reuse = saved_valid_ && saved_k_ == static_cast<const void*>(k.data()) &&
+                       saved_v_ == static_cast<const void*>(v.data());
+    if (!reuse) permute_kv(kc, vc);
+    // The own query-side bundle: (q, dO) in T and (LSE, Delta) in Acc, one
+    // message each. Delta = rowsum(dO * O) replaces O (SPEC §1.6, §5.4 item 5).
+    Kokkos::deep_copy(compute_, bq_.a, qc);
+    Kokkos::deep_copy(compute_, bq_.b, dout);
+    Kokkos::deep_copy(compute_, bs_.a, lse);
+    attention_bwd_delta(compute_, o, dout, bs_.b);
+    if (opts_.variant == Grid2DVariant::NO)
+      backward_no();
+    else
+      backward_o();
+    permute_back(dk, dv);
+    Impl::convert4(compute_, dq_, dq, "DistAttn::grid2d.convert_dq");
+    saved_k_     = k.data();
+    saved_v_     = v.data();
+    saved_valid_ = true;
+    end_pass();
+  }
+
+ private:
+  // Message tags: one per stream of messages, so concurrent rings on the same
+  // communicator (Q blocks and partials on a row) never cross-match. NCCL matches
+  // by posting order, which is identical on both ends.
+  enum Tag : int {
+    kTagPermuteK = 1,
+    kTagPermuteV = 2,
+    kTagQ        = 10,
+    kTagQStats   = 11,
+    kTagKV       = 20,
+    kTagPartial  = 30,
+    kTagDQ       = 40,
+    kTagDKV      = 50,
+    kTagDKVBack  = 60,
+  };
+
+  Grid2DAttention(std::unique_ptr<Grid> owned, Grid* external, const Exec& compute, int batch,
+                  std::int64_t seq_len, int heads, int kv_heads, int head_dim, const Grid2DOptions& opts)
+      : owned_grid_(std::move(owned)),
+        grid_(owned_grid_ ? owned_grid_.get() : external),
+        compute_(compute),
+        B_(batch),
+        H_(heads),
+        Hkv_(kv_heads),
+        D_(head_dim),
+        N_(seq_len),
+        R_(checked_dims(*grid_, batch, seq_len, heads, kv_heads, head_dim, opts).rows),
+        C_(grid_->dims().cols),
+        r_(grid_->coords().row),
+        c_(grid_->coords().col),
+        n_(int(seq_len / (std::int64_t(R_) * C_))),
+        layout_(R_, C_, seq_len),
+        opts_(opts),
+        timer_(compute) {
+    stats_.variant = opts.variant;
+  }
+
+  static void check_sizes(int P, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
+                          const Grid2DOptions& opts) {
+    constexpr const char* where = "DistAttn::Grid2DAttention";
+    DISTATTN_REQUIRE(batch > 0 && heads > 0 && kv_heads > 0 && head_dim > 0, where,
+                     "extents must be positive (batch=" << batch << ", heads=" << heads << ", kv_heads=" << kv_heads
+                                                        << ", head_dim=" << head_dim << ")");
+    DISTATTN_REQUIRE(heads % kv_heads == 0, where,
+                     "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
+    DISTATTN_REQUIRE(seq_len > 0 && seq_len % P == 0, where,
+                     "sequence length N=" << seq_len << " must be a positive multiple of the number of ranks P=" << P
+                                          << " (the cyclic layout gives every rank N/P tokens; pad N)");
+    DISTATTN_REQUIRE(seq_len / P <= std::int64_t(1) << 30, where, "N/P=" << seq_len / P << " is too large");
+    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0, got " << opts.recv_delay_ms);
+  }
+
+  static GridDims checked_dims(const Grid& g, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
+                               const Grid2DOptions& opts) {
+    check_sizes(g.dims().rows * g.dims().cols, batch, seq_len, heads, kv_heads, head_dim, opts);
+    return g.dims();
+  }
+
+  static std::unique_ptr<Grid> make_grid(const Comm& world, int rows, int cols, int batch, std::int64_t seq_len,
+                                         int heads, int kv_heads, int head_dim) {
+    // Validate before the collective grid construction, identically on every rank.
+    check_sizes(world.size(), batch, seq_len, heads, kv_heads, head_dim, Grid2DOptions{});
+    DISTATTN_REQUIRE(rows >= 0 && cols >= 0, "DistAttn::Grid2DAttention",
+                     "grid rows (R=" << rows << ") and cols (C=" << cols << ") must be >= 0 (0 = choose)");
+    GridShape shape{rows, cols};
+    if (rows == 0 || cols == 0) shape = choose_grid_shape(world.size(), heads, kv_heads, shape);
+    return std::make_unique<Grid>(world, shape.rows, shape.cols);
+  }
+
+  // ---- argument checks -------------------------------------------------------------
+
+  template <class QV, class KV, class VV>
+  void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
+    static_assert(std::is_same<typename QV::non_const_value_type, T>::value &&
+                      std::is_same<typename KV::non_const_value_type, T>::value &&
+                      std::is_same<typename VV::non_const_value_type, T>::value,
+                  "Grid2DAttention: q, k, v must have the executor's element type T");
+    static_assert(std::is_same<typename QV::memory_space, Mem>::value &&
+                      std::is_same<typename KV::memory_space, Mem>::value &&
+                      std::is_same<typename VV::memory_space, Mem>::value,
+                  "Grid2DAttention: q, k, v must live in the memory space of Exec");
+    Impl::check_qkv<Exec>(where, q, k, v, opts_.attn);
+    DISTATTN_REQUIRE(int(q.extent(0)) == B_ && int(q.extent(1)) == n_ && int(q.extent(2)) == H_ &&
+                         int(q.extent(3)) == D_,
+                     where,
+                     "'q' must be [batch=" << B_ << ", N/P=" << n_ << ", heads=" << H_ << ", head_dim=" << D_
+                                           << "] as configured (N=" << N_ << ", P=" << R_ * C_ << "), got ["
+                                           << q.extent(0) << ", " << q.extent(1) << ", " << q.extent(2) << ", "
+                                           << q.extent(3) << "]");
+    DISTATTN_REQUIRE(int(k.extent(1)) == n_ && int(k.extent(2)) == Hkv_, where,
+                     "'k' must hold N/P=" << n_ << " tokens and kv_heads=" << Hkv_ << " heads, got " << k.extent(1)
+                                          << " tokens and " << k.extent(2) << " heads");
+    Impl::require_row_major_contiguous(where, "q", q);
+    Impl::require_row_major_contiguous(where, "k", k);
+    Impl::require_row_major_contiguous(where, "v", v);
+  }
+
+  template <class QV, class KV, class VV>
+  void check_finite_all(const char* where, const QV& q, const KV& k, const VV& v) const {
+    Impl::check_finite(compute_, where, "q", q);
+    Impl::check_finite(compute_, where, "k", k);
+    Impl::check_finite(compute_, where, "v", v);
+  }
+
+  // ---- geometry -----------------------------------------------------------------
+
+  int left() const { return (c_ + C_ - 1) % C_; }   // row ring: send to
+  int right() const { return (c_ + 1) % C_; }       // row ring: receive from
+  int up() const { return (r_ + R_ - 1) % R_; }     // column ring: send to
+  int down() const { return (r_ + 1) % R_; }        // column ring: receive from
+  std::size_t q_words() const { return std::size_t(B_) * n_ * H_ * D_; }    // one Q shard
+  std::size_t kv_words() const { return std::size_t(B_) * n_ * Hkv_ * D_; }  // one K (or V) shard
+  std::size_t row_words() const { return std::size_t(B_) * H_ * n_; }       // one stats shard
+
+  Mask mask(PositionMap qpos, PositionMap kpos) const {
+    return opts_.causal ? Mask::causal(qpos, kpos) : Mask::none();
+  }
+  AttnOptions task_options(const Mask& m) const {
+    AttnOptions ao  = opts_.attn;
+    ao.mask         = m;
+    ao.check_finite = false;
+    return ao;
+  }
+
+  // ---- transfers and instrumentation ----------------------------------------------
+
+  Comm& comm_for(Grid2DPhase p) {
+    switch (comm_of(p)) {
+      case Grid2DComm::World: return grid_->world();
+      case Grid2DComm::Row: return grid_->row();
+      case Grid2DComm::Col: return grid_->col();
+    }
+    return grid_->world();
+  }
+  void count(Grid2DPhase p, std::uint64_t sent, std::uint64_t received) {
+    stats_.bytes_sent[std::size_t(p)] += sent;
+    stats_.bytes_received[std::size_t(p)] += received;
+    ++stats_.transfers;
+  }
+
+  template <class SV, class RV>
+  void post_sendrecv(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, int dst, const RV& recv, int src,
+                     int tag) {
+    if (opts_.compute_only) return;
+    Comm& comm = comm_for(p);
+    comm.depend_on(compute_);  // send data produced on compute; recv slot no longer read there
+    reqs.push_back(sendrecv(comm, send, dst, recv, src, tag));
+    count(p, Impl::byte_size(send), Impl::byte_size(recv));
+  }
+  template <class SV, class RV>
+  void post_all_gather(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, const RV& recv) {
+    if (opts_.compute_only) return;
+    Comm& comm = comm_for(p);
+    comm.depend_on(compute_);
+    reqs.push_back(all_gather(comm, send, recv));
+    const std::uint64_t b = std::uint64_t(comm.size() - 1) * Impl::byte_size(send);
+    count(p, b, b);
+  }
+  template <class SV, class RV>
+  void post_reduce_scatter(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, const RV& recv) {
+    if (opts_.compute_only) return;
+    Comm& comm = comm_for(p);
+    comm.depend_on(compute_);
+    reqs.push_back(reduce_scatter_sum(comm, send, recv));
+    const std::uint64_t b = std::uint64_t(comm.size() - 1) * Impl::byte_size(recv);
+    count(p, b, b);
+  }
+  /// Makes `compute` wait for the requests (host wait on MPI, stream wait on NCCL).
+  void wait_on(std::vector<Req>& reqs) {
+    if (reqs.empty()) return;
+    if (opts_.recv_delay_ms > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.recv_delay_ms));
+    const auto t0 = std::chrono::steady_clock::now();
+    for (auto& r : reqs) r.wait(compute_);
+    stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    reqs.clear();
+  }
+  template <class F>
+  void timed(F&& f) {
+    timer_.begin();
+    f();
+    timer_.end();
+    ++stats_.tasks;
+  }
+
+  void begin_pass(bool backward) {
+    // Inputs were produced on the caller's (compute) instance; our sends read them.
+    grid_->world().depend_on(compute_);
+    stats_          = Grid2DStats{};
+    stats_.variant  = opts_.variant;
+    stats_.backward = backward;
+    timer_.reset();
+    for (int i = 0; i < kNumGrid2DComms; ++i) {
+      const auto& t = comm_by_index(i).counters();
+      comm0_sent_[std::size_t(i)] = t.bytes_sent();
+      comm0_recv_[std::size_t(i)] = t.bytes_received();
+    }
+    pass_t0_ = std::chrono::steady_clock::now();
+  }
+  void end_pass() {
+    compat::fence(compute_, "DistAttn::Grid2DAttention: pass done");
+    stats_.compute_s = timer_.total();
+    stats_.total_s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_t0_).count();
+    for (int i = 0; i < kNumGrid2DComms; ++i) {
+      const auto& t = comm_by_index(i).counters();
+      stats_.comm_bytes_sent[std::size_t(i)]     = t.bytes_sent() - comm0_sent_[std::size_t(i)];
+      stats_.comm_bytes_received[std::size_t(i)] = t.bytes_received() - comm0_recv_[std::size_t(i)];
+    }
+  }
+  Comm& comm_by_index(int i) {
+    return i == int(Grid2DComm::World) ? grid_->world() : i == int(Grid2DComm::Row) ? grid_->row() : grid_->col();
+  }
+
+  // ---- K/V permutation (SPEC §3.5 line 2, §3.12) -----------------------------------
+
+  /// K_p, V_p -> K_t, V_t (kvt_). Fixed points of the permutation copy locally.
+  template <class CV>
+  void permute_kv(const CV& kc, const CV& vc) {
+    ensure_kvt();
+    const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
+    if (src == me) {
+      Kokkos::deep_copy(compute_, kvt_.a, kc);
+      Kokkos::deep_copy(compute_, kvt_.b, vc);
+      return;
+    }
+    std::vector<Req> reqs;
+    post_sendrecv(reqs, Grid2DPhase::KvPermute, kc, dst, kvt_.a, src, kTagPermuteK);
+    post_sendrecv(reqs, Grid2DPhase::KvPermute, vc, dst, kvt_.b, src, kTagPermuteV);
+    wait_on(reqs);
+  }
+
+  /// dK_t, dV_t (dkvt_) -> this rank's dk, dv in the Qp layout (SPEC §3.8 line 9;
+  /// added after Alg. 8, SPEC §3.10 / §5.4 item 21).
+  template <class DKV, class DVV>
+  void permute_back(const DKV& dk, const DVV& dv) {
+    const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
+    if (src == me) {
+      Impl::convert4(compute_, dkvt_.a, dk, "DistAttn::grid2d.convert_dk");
+      Impl::convert4(compute_, dkvt_.b, dv, "DistAttn::grid2d.convert_dv");
+      return;
+    }
+    // Our K_t is the K_p of `src`: its gradient goes back there; ours comes from
+    // the rank whose K_t is our K_p.
+    std::vector<Req> reqs;
+    post_sendrecv(reqs, Grid2DPhase::DkvPermute, dkvt_.flat, src, dkvp_.flat, dst, kTagDKVBack);
+    wait_on(reqs);
+    Impl::convert4(compute_, dkvp_.a, dk, "DistAttn::grid2d.convert_dk");
+    Impl::convert4(compute_, dkvp_.b, dv, "DistAttn::grid2d.convert_dv");
+  }
+
+  /// The position-ordered Kg, Vg: the gathered buffers, or K_t, V_t themselves when R == 1.
+  const TView& kg() const { return R_ > 1 ? kg_ : kvt_.a; }
+  const TView& vg() const { return R_ > 1 ? vg_ : kvt_.b; }
+
+  /// Copies the K_t/V_t block of grid row `krow` (contiguous) into its rows of Kg/Vg.
+  void put_kv_block(const Impl::FlatPair4<T, Mem>& blk, int krow) {
+    Impl::interleave_rows(compute_, blk.a.data(), 0, krow, 1, R_, kg_, "DistAttn::grid2d.put_k_block");
+    Impl::interleave_rows(compute_, blk.b.data(), 0, krow, 1, R_, vg_, "DistAttn::grid2d.put_v_block");
+  }
+
+  // ---- forward NO (SPEC §3.5, Alg. 1 + Alg. 7) -----------------------------------
+
+  template <class OV, class LV>
+  void forward_no(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
+    ensure_forward_no();
+    std::vector<Req> reqs;
+    if (C_ > 1) post_all_gather(reqs, Grid2DPhase::RowGather, qc, qraw_);
+    if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, kvt_.flat, kvraw_);
+    wait_on(reqs);
+    // Rank-ordered blocks -> position order (SPEC §3.3 last bullet).
+    Impl::interleave_rows(compute_, C_ > 1 ? qraw_.data() : qc.data(), q_words(), 0, C_, C_, qg_,
+                          "DistAttn::grid2d.interleave_q");
+    if (R_ > 1) {
+      Impl::interleave_rows(compute_, kvraw_.data(), 2 * kv_words(), 0, R_, R_, kg_, "DistAttn::grid2d.interleave_k");
+      Impl::interleave_rows(compute_, kvraw_.data() + kv_words(), 2 * kv_words(), 0, R_, R_, vg_,
+                            "DistAttn::grid2d.interleave_v");
+    }
+    reset_state(compute_, stg_);
+    timed([&] {
+      attention_fwd_update(compute_, qg_, kg(), vg(), stg_, task_options(mask(layout_.qg(r_), layout_.kg(c_))));
+    });
+    if (C_ == 1) {
+      attention_finalize(compute_, stg_, o, lse);
+      return;
+    }
+    // Alg. 7: ring reduce-scatter with AttnFix. S accumulates the shard destined
+    // to column c + i and travels left; after C - 1 steps it is column c's own.
+    auto& S  = shard_[0];
+    auto& Rv = shard_[1];
+    Impl::get_state_block(compute_, stg_, (c_ + 1) % C_, C_, S.st);
+    for (int i = 2; i <= C_; ++i) {
+      post_sendrecv(reqs, Grid2DPhase::RowReduceScatter, S.flat, left(), Rv.flat, right(), kTagPartial);
+      wait_on(reqs);
+      Impl::get_state_block(compute_, stg_, (c_ + i) % C_, C_, S.st);
+      attention_merge(compute_, S.st, Rv.st);
+      ++stats_.merges;
+    }
+    attention_finalize(compute_, S.st, o, lse);
+  }
+
+  // ---- forward O (SPEC §3.9, Algs. 4-6) --------------------------------------------
+
+  template <class OV, class LV>
+  void forward_o(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
+    ensure_forward_o();
+    std::vector<Req> hq, hk, hs;
+    // Alg. 4 line 4: fetch the right neighbour's Q in the background.
+    if (C_ > 1) post_sendrecv(hq, Grid2DPhase::RowGather, qc, left(), qslot_[0], right(), kTagQ);
+    reset_state(compute_, own_);
+    // Alg. 5: column ring. Block i (1-based) is K_t of grid row (r + i - 1) mod R;
+    // block 1 is our own K_t, block i >= 2 arrives in slot i % 2.
+    for (int i = 1; i <= R_; ++i) {
+      const auto& cur = i == 1 ? kvt_ : kvslot_[i % 2];
+      if (i > 1) wait_on(hk);
+      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), kvslot_[(i + 1) % 2].flat, down(), kTagKV);
+      const int krow = (r_ + i - 1) % R_;
+      timed([&] {
+        attention_fwd_update(compute_, qc, cur.a, cur.b, own_,
+                             task_options(mask(layout_.qp(r_, c_), layout_.kt(krow, c_))));
+      });
+      if (C_ > 1 && R_ > 1) put_kv_block(cur, krow);
+    }
+    if (C_ > 1) {
+      wait_on(hq);  // Alg. 4 line 6
+      // Alg. 6: iteration i works on the Q block of column (c + i) mod C against
+      // the whole Kg (one call: the step-like mask is position-based), adds the
+      // partial of the same block received from the right and passes it left.
+      for (int i = 1; i <= C_ - 1; ++i) {
+        const int qcol   = (c_ + i) % C_;
+        const TView& qn  = qslot_[(i - 1) % 2];
+        if (i > 1) wait_on(hq);
+        if (i < C_ - 1) post_sendrecv(hq, Grid2DPhase::RowGather, qn, left(), qslot_[i % 2], right(), kTagQ);
+        auto& part = part_[i % 2];
+        reset_state(compute_, part.st);
+        timed([&] {
+          attention_fwd_update(compute_, qn, kg(), vg(), part.st,
+                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+        });
+        if (i > 1) {
+          wait_on(hs);
+          attention_merge(compute_, part.st, precv_.st);
+          ++stats_.merges;
+        }
+        post_sendrecv(hs, Grid2DPhase::RowReduceScatter, part.flat, left(), precv_.flat, right(), kTagPartial);
+      }
+      // The last partial from the right is our own queries over every key column
+      // but ours (Alg. 6 trace); Alg. 4 line 8 adds column c.
+      wait_on(hs);
+      attention_merge(compute_, own_, precv_.st);
+      ++stats_.merges;
+    }
+    attention_finalize(compute_, own_, o, lse);
+  }
+
+  // ---- backward NO (SPEC §3.8, Alg. 3 corrected) -----------------------------------
+
+  void backward_no() {
+    ensure_backward_no();
+    std::vector<Req> reqs;
+    if (C_ > 1) {
+      post_all_gather(reqs, Grid2DPhase::RowGather, bq_.flat, rawq_);
+      post_all_gather(reqs, Grid2DPhase::RowGather, bs_.flat, raws_);
+    }
+    if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, kvt_.flat, kvraw_);
+    wait_on(reqs);
+    const T* tq   = C_ > 1 ? rawq_.data() : bq_.flat.data();
+    const Acc* ts = C_ > 1 ? raws_.data() : bs_.flat.data();
+    const std::size_t sq = q_words(), ss = row_words();
+    Impl::interleave_rows(compute_, tq, 2 * sq, 0, C_, C_, qg_, "DistAttn::grid2d.interleave_q");
+    Impl::interleave_rows(compute_, tq + sq, 2 * sq, 0, C_, C_, dog_, "DistAttn::grid2d.interleave_do");
+    Impl::interleave_stats(compute_, ts, 2 * ss, 0, C_, C_, lseg_, "DistAttn::grid2d.interleave_lse");
+    Impl::interleave_stats(compute_, ts + ss, 2 * ss, 0, C_, C_, delg_, "DistAttn::grid2d.interleave_delta");
+    if (R_ > 1) {
+      Impl::interleave_rows(compute_, kvraw_.data(), 2 * kv_words(), 0, R_, R_, kg_, "DistAttn::grid2d.interleave_k");
+      Impl::interleave_rows(compute_, kvraw_.data() + kv_words(), 2 * kv_words(), 0, R_, R_, vg_,
+                            "DistAttn::grid2d.interleave_v");
+    }
+    Kokkos::deep_copy(compute_, dqg_, Acc(0));
+    Kokkos::deep_copy(compute_, dkg_, Acc(0));
+    Kokkos::deep_copy(compute_, dvg_, Acc(0));
+    timed([&] {
+      attention_bwd_update(compute_, qg_, kg(), vg(), dog_, lseg_, delg_, dqg_, dkg_, dvg_,
+                           task_options(mask(layout_.qg(r_), layout_.kg(c_))));
+    });
+    // Alg. 3 line 7 (corrected: dQ_g): rank-ordered shards, library reduce-scatter.
+    if (C_ > 1) {
+      Impl::deinterleave_rows(compute_, dqg_, 0, C_, C_, rawdq_.data(), sq, false, "DistAttn::grid2d.shard_dq");
+      post_reduce_scatter(reqs, Grid2DPhase::RowReduceScatter, rawdq_, dq_);
+    } else {
+      Kokkos::deep_copy(compute_, dq_, dqg_);
+    }
+    // Alg. 3 line 8 (corrected: dK_g, dV_g): block j = [dK_t(j, c) | dV_t(j, c)].
+    if (R_ > 1) {
+      const std::size_t skv = kv_words();
+      Impl::deinterleave_rows(compute_, dkg_, 0, R_, R_, rawdkv_.data(), 2 * skv, false, "DistAttn::grid2d.shard_dk");
+      Impl::deinterleave_rows(compute_, dvg_, 0, R_, R_, rawdkv_.data() + skv, 2 * skv, false,
+                              "DistAttn::grid2d.shard_dv");
+      post_reduce_scatter(reqs, Grid2DPhase::ColReduceScatter, rawdkv_, dkvt_.flat);
+    } else {
+      Kokkos::deep_copy(compute_, dkvt_.a, dkg_);
+      Kokkos::deep_copy(compute_, dkvt_.b, dvg_);
+    }
+    wait_on(reqs);
+  }
+
+  // ---- backward O (SPEC §3.10, Algs. 8-11 corrected) ---------------------------------
+
+  void backward_o() {
+    ensure_backward_o();
+    std::vector<Req> hq, hk, hs;
+    // Alg. 8 line 5: fetch the right neighbour's query bundle in the background.
+    if (C_ > 1) {
+      post_sendrecv(hq, Grid2DPhase::RowGather, bq_.flat, left(), bslotq_[0].flat, right(), kTagQ);
+      post_sendrecv(hq, Grid2DPhase::RowGather, bs_.flat, left(), bslots_[0].flat, right(), kTagQStats);
+    }
+    Kokkos::deep_copy(compute_, dq_, Acc(0));
+    Kokkos::deep_copy(compute_, dkg_, Acc(0));
+    Kokkos::deep_copy(compute_, dvg_, Acc(0));
+    // Alg. 9: column ring of K_t/V_t blocks against the own query bundle; dK/dV
+    // contributions accumulate in place in the position-ordered dKg/dVg.
+    for (int i = 1; i <= R_; ++i) {
+      const auto& cur = i == 1 ? kvt_ : kvslot_[i % 2];
+      if (i > 1) wait_on(hk);
+      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), kvslot_[(i + 1) % 2].flat, down(), kTagKV);
+      const int krow = (r_ + i - 1) % R_;
+      timed([&] {
+        attention_bwd_update(compute_, bq_.a, cur.a, cur.b, bq_.b, bs_.a, bs_.b, dq_, Impl::row_block(dkg_, krow, R_),
+                             Impl::row_block(dvg_, krow, R_),
+                             task_options(mask(layout_.qp(r_, c_), layout_.kt(krow, c_))));
+      });
+      if (C_ > 1 && R_ > 1) put_kv_block(cur, krow);
+    }
+    if (C_ == 1) {
+      // No other query blocks: Alg. 11 degenerates to the column reduce-scatter alone.
+      column_scatter_dkv(nullptr, nullptr, c_, dq_);
+      return;
+    }
+    wait_on(hq);  // Alg. 8 line 7
+    // Alg. 10: query bundles of the other columns travel the row ring; their dQ
+    // partials are reduce-scattered along the same ring; the last one overlaps
+    // with the column reduce-scatter of dK/dV (Alg. 11).
+    for (int i = 1; i <= C_ - 1; ++i) {
+      const int qcol = (c_ + i) % C_;
+      const auto& bq = bslotq_[(i - 1) % 2];
+      const auto& bs = bslots_[(i - 1) % 2];
+      if (i > 1) wait_on(hq);
+      if (i < C_ - 1) {
+        post_sendrecv(hq, Grid2DPhase::RowGather, bq.flat, left(), bslotq_[i % 2].flat, right(), kTagQ);
+        post_sendrecv(hq, Grid2DPhase::RowGather, bs.flat, left(), bslots_[i % 2].flat, right(), kTagQStats);
+      }
+      const AccView& dqp = dqpart_[i % 2];
+      Kokkos::deep_copy(compute_, dqp, Acc(0));
+      if (i < C_ - 1) {
+        timed([&] {
+          attention_bwd_update(compute_, bq.a, kg(), vg(), bq.b, bs.a, bs.b, dqp, dkg_, dvg_,
+                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+        });
+      } else {
+        column_scatter_dkv(&bq, &bs, qcol, dqp);
+      }
+      if (i > 1) {
+        wait_on(hs);
+        Impl::add4(compute_, dqrecv_, dqp, "DistAttn::grid2d.add_dq");
+        ++stats_.merges;
+      }
+      post_sendrecv(hs, Grid2DPhase::RowReduceScatter, dqp, left(), dqrecv_, right(), kTagDQ);
+    }
+    wait_on(hs);
+    // Alg. 8 line 9: own dQ = own-column part (Alg. 9) + the other columns' (ring).
+    Impl::add4(compute_, dqrecv_, dq_, "DistAttn::grid2d.add_dq");
+    ++stats_.merges;
+  }
+
+  /// Alg. 11 (CmptSctrBwd): backward of the last query block (bq, bs of column
+  /// qcol; none when C == 1) against the K_t blocks one at a time, overlapped with
+  /// the column ring reduce-scatter of dK/dV. Leaves this rank's dK_t/dV_t in dkvt_.
+  void column_scatter_dkv(const Impl::FlatPair4<T, Mem>* bq, const Impl::FlatPair3<Acc, Mem>* bs, int qcol,
+                          const AccView& dqp) {
+    if (R_ == 1) {
+      if (bq) {
+        timed([&] {
+          attention_bwd_update(compute_, bq->a, kg(), vg(), bq->b, bs->a, bs->b, dqp, dkg_, dvg_,
+                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+        });
+      }
+      Kokkos::deep_copy(compute_, dkvt_.a, dkg_);
+      Kokkos::deep_copy(compute_, dkvt_.b, dvg_);
+      return;
+    }
+    std::vector<Req> hd;
+    // Step i (2..R) works on block i = K_t of grid row (r + i - 1) mod R: the
+    // partial starts as the block's locally accumulated dK_i/dV_i (earlier query
+    // blocks), gets the last query block's contribution, then the partial from
+    // below for the same block, and goes up.
+    for (int i = 2; i <= R_; ++i) {
+      const int krow = (r_ + i - 1) % R_;
+      auto& part     = dkvpart_[i % 2];
+      take_dkv_block(krow, part);
+      if (bq) {
+        timed([&] {
+          attention_bwd_update(compute_, bq->a, Impl::row_block(kg_, krow, R_), Impl::row_block(vg_, krow, R_), bq->b,
+                               bs->a, bs->b, dqp, part.a, part.b,
+                               task_options(mask(layout_.qp(r_, qcol), layout_.kt(krow, c_))));
+        });
+      }
+      if (i > 2) {
+        wait_on(hd);
+        Impl::add4(compute_, dkvrecv_.a, part.a, "DistAttn::grid2d.add_dk");
+        Impl::add4(compute_, dkvrecv_.b, part.b, "DistAttn::grid2d.add_dv");
+        ++stats_.merges;
+      }
+      post_sendrecv(hd, Grid2DPhase::ColReduceScatter, part.flat, up(), dkvrecv_.flat, down(), kTagDKV);
+    }
+    // Own block (lines 15-18, corrected): fresh contribution + locally accumulated
+    // dK_1/dV_1 + the reduced partial of the other grid rows.
+    take_dkv_block(r_, dkvt_);
+    if (bq) {
+      timed([&] {
+        attention_bwd_update(compute_, bq->a, Impl::row_block(kg_, r_, R_), Impl::row_block(vg_, r_, R_), bq->b,
+                             bs->a, bs->b, dqp, dkvt_.a, dkvt_.b,
+                             task_options(mask(layout_.qp(r_, qcol), layout_.kt(r_, c_))));
+      });
+    }
+    wait_on(hd);
+    Impl::add4(compute_, dkvrecv_.a, dkvt_.a, "DistAttn::grid2d.add_dk");
+    Impl::add4(compute_, dkvrecv_.b, dkvt_.b, "DistAttn::grid2d.add_dv");
+    ++stats_.merges;
+  }
+
+  /// dst <- rows of grid row `krow` of dKg/dVg (contiguous copy).
+  void take_dkv_block(int krow, const Impl::FlatPair4<Acc, Mem>& dst) {
+    Impl::deinterleave_rows(compute_, dkg_, krow, 1, R_, dst.a.data(), 0, false, "DistAttn::grid2d.take_dk_block");
+    Impl::deinterleave_rows(compute_, dvg_, krow, 1, R_, dst.b.data(), 0, false, "DistAttn::grid2d.take_dv_block");
+  }
+
+  // ---- workspaces (allocated once, on first use) ------------------------------------
+
+  void ensure_kvt() {
+    if (kvt_.flat.size() == 0) kvt_ = Impl::make_pair4<T, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.kvt");
+  }
+  void ensure_kg() {
+    if (R_ > 1 && kg_.size() == 0) {
+      kg_ = TView("DistAttn::grid2d.kg", B_, n_ * R_, Hkv_, D_);
+      vg_ = TView("DistAttn::grid2d.vg", B_, n_ * R_, Hkv_, D_);
+    }
+  }
+  void ensure_kv_slots() {
+    if (R_ > 1 && kvslot_[0].flat.size() == 0)
+      for (auto& s : kvslot_) s = Impl::make_pair4<T, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.kv_slot");
+  }
+  void ensure_kvraw() {
+    if (R_ > 1 && kvraw_.size() == 0) kvraw_ = Impl::Flat<T, Mem>("DistAttn::grid2d.kv_gathered", R_ * 2 * kv_words());
+  }
+  void ensure_qg() {
+    if (qg_.size() == 0) qg_ = TView("DistAttn::grid2d.qg", B_, n_ * C_, H_, D_);
+  }
+  void ensure_forward_no() {
+    ensure_kg();
+    ensure_kvraw();
+    ensure_qg();
+    if (fwd_no_ready_) return;
+    if (C_ > 1) {
+      qraw_ = Impl::Flat<T, Mem>("DistAttn::grid2d.q_gathered", C_ * q_words());
+      for (auto& s : shard_) s = Impl::make_flat_state<Acc, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.shard");
+    }
+    stg_          = make_state<Acc>(compute_, B_, n_ * C_, H_, D_, "DistAttn::grid2d.state_g");
+    fwd_no_ready_ = true;
+  }
+  void ensure_forward_o() {
+    if (C_ > 1) ensure_kg();
+    ensure_kv_slots();
+    if (fwd_o_ready_) return;
+    own_ = make_state<Acc>(compute_, B_, n_, H_, D_, "DistAttn::grid2d.state");
+    if (C_ > 1) {
+      for (auto& s : qslot_) s = TView("DistAttn::grid2d.q_slot", B_, n_, H_, D_);
+      for (auto& s : part_) s = Impl::make_flat_state<Acc, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.partial");
+      precv_ = Impl::make_flat_state<Acc, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.partial_recv");
+    }
+    fwd_o_ready_ = true;
+  }
+  void ensure_backward_common() {
+    if (bwd_ready_) return;
+    bq_   = Impl::make_pair4<T, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.q_do");
+    bs_   = Impl::make_pair3<Acc, Mem>(B_, H_, n_, "DistAttn::grid2d.lse_delta");
+    dq_   = AccView("DistAttn::grid2d.dq", B_, n_, H_, D_);
+    dkvt_ = Impl::make_pair4<Acc, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.dkv_t");
+    if (grid_->transpose_source() != grid_->world().rank())
+      dkvp_ = Impl::make_pair4<Acc, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.dkv_p");
+    dkg_       = AccView("DistAttn::grid2d.dkg", B_, n_ * R_, Hkv_, D_);
+    dvg_       = AccView("DistAttn::grid2d.dvg", B_, n_ * R_, Hkv_, D_);
+    bwd_ready_ = true;
+  }
+  void ensure_backward_no() {
+    ensure_kg();
+    ensure_kvraw();
+    ensure_qg();
+    if (bwd_no_ready_) return;
+    dog_  = TView("DistAttn::grid2d.dog", B_, n_ * C_, H_, D_);
+    lseg_ = StatView("DistAttn::grid2d.lseg", B_, H_, n_ * C_);
+    delg_ = StatView("DistAttn::grid2d.deltag", B_, H_, n_ * C_);
+    dqg_  = AccView("DistAttn::grid2d.dqg", B_, n_ * C_, H_, D_);
+    if (C_ > 1) {
+      rawq_  = Impl::Flat<T, Mem>("DistAttn::grid2d.q_do_gathered", C_ * 2 * q_words());
+      raws_  = Impl::Flat<Acc, Mem>("DistAttn::grid2d.lse_delta_gathered", C_ * 2 * row_words());
+      rawdq_ = Impl::Flat<Acc, Mem>("DistAttn::grid2d.dq_shards", C_ * q_words());
+    }
+    if (R_ > 1) rawdkv_ = Impl::Flat<Acc, Mem>("DistAttn::grid2d.dkv_shards", R_ * 2 * kv_words());
+    bwd_no_ready_ = true;
+  }
+  void ensure_backward_o() {
+    if (C_ > 1) ensure_kg();
+    ensure_kv_slots();
+    if (bwd_o_ready_) return;
+    if (C_ > 1) {
+      for (auto& s : bslotq_) s = Impl::make_pair4<T, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.q_do_slot");
+      for (auto& s : bslots_) s = Impl::make_pair3<Acc, Mem>(B_, H_, n_, "DistAttn::grid2d.lse_delta_slot");
+      for (auto& s : dqpart_) s = AccView("DistAttn::grid2d.dq_partial", B_, n_, H_, D_);
+      dqrecv_ = AccView("DistAttn::grid2d.dq_recv", B_, n_, H_, D_);
+    }
+    if (R_ > 1) {
+      for (auto& s : dkvpart_) s = Impl::make_pair4<Acc, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.dkv_partial");
+      dkvrecv_ = Impl::make_pair4<Acc, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.dkv_recv");
+    }
+    bwd_o_ready_ = true;
+  }
+
+  std::unique_ptr<Grid> owned_grid_;
+  Grid* grid_;
+  Exec compute_;
+  int B_, H_, Hkv_, D_;
+  std::int64_t N_;
+  int R_, C_, r_, c_, n_;
+  Grid2DLayout layout_;
+  Grid2DOptions opts_;
+  Grid2DStats stats_;
+  Impl::RegionTimer<Exec> timer_;
+  std::chrono::steady_clock::time_point pass_t0_{};
+  std::array<std::uint64_t, kNumGrid2DComms> comm0_sent_{}, comm0_recv_{};
+
+  const void* saved_k_ = nullptr;
+  const void* saved_v_ = nullptr;
+  bool saved_valid_    = false;
+  bool fwd_no_ready_ = false, fwd_o_ready_ = false, bwd_ready_ = false, bwd_no_ready_ = false, bwd_o_ready_ = false;
+
+  // K_t | V_t of this rank (saved for backward) and the gathered, position-ordered Kg, Vg.
+  Impl::FlatPair4<T, Mem> kvt_;
+  TView kg_, vg_;
+  std::array<Impl::FlatPair4<T, Mem>, 2> kvslot_;  // O: column ring slots
+  Impl::Flat<T, Mem> kvraw_;                       // NO: rank-ordered column all-gather
+  // forward
+  TView qg_;                                         // NO: position-ordered Qg (also backward NO)
+  Impl::Flat<T, Mem> qraw_;                          // NO: rank-ordered row all-gather
+  State stg_;                                        // NO: partial state of Qg
+  std::array<Impl::FlatState<Acc, Mem>, 2> shard_;   // NO: Alg. 7 accumulate / receive
+  State own_;                                        // O: state of the own queries
+  std::array<TView, 2> qslot_;                       // O: row ring Q slots
+  std::array<Impl::FlatState<Acc, Mem>, 2> part_;    // O: partials in flight
+  Impl::FlatState<Acc, Mem> precv_;                  // O: partial received from the right
+  // backward
+  Impl::FlatPair4<T, Mem> bq_;                       // own (q, dO)
+  Impl::FlatPair3<Acc, Mem> bs_;                     // own (LSE, Delta)
+  AccView dq_;                                       // own dQ (accumulation type)
+  Impl::FlatPair4<Acc, Mem> dkvt_, dkvp_;            // dK_t|dV_t, and after the permutation back
+  AccView dkg_, dvg_;                                // position-ordered dKg, dVg
+  TView dog_;                                        // NO: gathered dO
+  StatView lseg_, delg_;                             // NO: gathered LSE, Delta
+  AccView dqg_;                                      // NO: dQg
+  Impl::Flat<T, Mem> rawq_;                          // NO: gathered (q, dO) blocks
+  Impl::Flat<Acc, Mem> raws_, rawdq_, rawdkv_;       // NO: gathered stats, dQ / dKV shards to scatter
+  std::array<Impl::FlatPair4<T, Mem>, 2> bslotq_;    // O: row ring (q, dO) slots
+  std::array<Impl::FlatPair3<Acc, Mem>, 2> bslots_;  // O: row ring (LSE, Delta) slots
+  std::array<AccView, 2> dqpart_;                    // O: dQ partials in flight
+  AccView dqrecv_;                                   // O: dQ partial from the right
+  std::array<Impl::FlatPair4<Acc, Mem>, 2> dkvpart_; // O: dK/dV partials in flight (Alg. 11)
+  Impl::FlatPair4<Acc, Mem> dkvrecv_;                // O: dK/dV partial from below
+};
+
+}  // namespace DistAttn

@@ -1,0 +1,199 @@
+#pragma once
+/// @file grid2d/grid2d_buffers.hpp
+/// Workspace pieces and local reorder kernels of the Attention2D executor.
+///
+/// Gathered buffers (Qg, Kg and everything that travels with them) are kept in
+/// POSITION order (SPEC §3.3): local row a of Qg(r) is token r + a R, local row b
+/// of Kg(c) is token c + b C, so one affine PositionMap describes each and a whole
+/// gathered block is one building-block call. A rank-ordered all-gather delivers
+/// shard-major blocks instead ("block j" = shard of grid column/row j, rows i);
+/// `interleave_*` moves block j row i to position-order row j + i*nb and
+/// `deinterleave_*` is the inverse (used to cut a position-ordered buffer into
+/// the contiguous shards a reduce-scatter sends). `row_block` views one shard of a
+/// position-ordered buffer in place as a LayoutStride View (stride nb rows).
+
+#include <DistAttn/attention.hpp>
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/core/types.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace DistAttn::Impl {
+
+template <class T, class Mem>
+using Flat = Kokkos::View<T*, Mem>;
+template <class T, class Mem>
+using Strided4 = Kokkos::View<T****, Kokkos::LayoutStride, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+template <class T, class Mem>
+using ConstView4 = Kokkos::View<const T****, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+
+/// Two tensors of one message (K|V, q|dO, dK|dV) in one allocation: `a` is the
+/// first half of `flat`, `b` the second; `flat` is what travels.
+template <class T, class Mem>
+struct FlatPair4 {
+  Flat<T, Mem> flat;
+  Tensor4<T, Mem> a, b;
+};
+/// Two row-statistics tensors of one message (LSE|Delta) in one allocation.
+template <class T, class Mem>
+struct FlatPair3 {
+  Flat<T, Mem> flat;
+  RowStats<T, Mem> a, b;
+};
+/// A partial forward state (acc, m, l) in one allocation, so a ring step is one message.
+template <class Acc, class Mem>
+struct FlatState {
+  Flat<Acc, Mem> flat;
+  AttnState<Acc, Mem> st;
+};
+
+template <class T, class Mem>
+FlatPair4<T, Mem> make_pair4(int B, int S, int H, int D, const std::string& label) {
+  const std::size_t one = std::size_t(B) * S * H * D;
+  FlatPair4<T, Mem> p;
+  p.flat = Flat<T, Mem>(label, 2 * one);
+  p.a    = Tensor4<T, Mem>(p.flat.data(), B, S, H, D);
+  p.b    = Tensor4<T, Mem>(p.flat.data() + one, B, S, H, D);
+  return p;
+}
+
+template <class T, class Mem>
+FlatPair3<T, Mem> make_pair3(int B, int H, int S, const std::string& label) {
+  const std::size_t one = std::size_t(B) * H * S;
+  FlatPair3<T, Mem> p;
+  p.flat = Flat<T, Mem>(label, 2 * one);
+  p.a    = RowStats<T, Mem>(p.flat.data(), B, H, S);
+  p.b    = RowStats<T, Mem>(p.flat.data() + one, B, H, S);
+  return p;
+}
+
+template <class Acc, class Mem>
+FlatState<Acc, Mem> make_flat_state(int B, int S, int H, int D, const std::string& label) {
+  const std::size_t nacc = std::size_t(B) * S * H * D, nrow = std::size_t(B) * H * S;
+  FlatState<Acc, Mem> s;
+  s.flat   = Flat<Acc, Mem>(label, nacc + 2 * nrow);
+  s.st.acc = Tensor4<Acc, Mem>(s.flat.data(), B, S, H, D);
+  s.st.m   = RowStats<Acc, Mem>(s.flat.data() + nacc, B, H, S);
+  s.st.l   = RowStats<Acc, Mem>(s.flat.data() + nacc + nrow, B, H, S);
+  return s;
+}
+
+/// True if the View's memory is exactly its extents in row-major order (what a
+/// message carries and what the aliasing ConstView4 assumes).
+template <class V>
+bool is_row_major_contiguous(const V& v) {
+  std::size_t expect = 1;
+  for (int d = int(V::rank) - 1; d >= 0; --d) {
+    if (v.extent(d) > 1 && std::size_t(v.stride(d)) != expect) return false;
+    expect *= v.extent(d);
+  }
+  return true;
+}
+
+template <class V>
+void require_row_major_contiguous(const char* where, const char* arg, const V& v) {
+  DISTATTN_REQUIRE(is_row_major_contiguous(v), where,
+                   "argument '" << arg << "' must be a contiguous row-major (LayoutRight) View: it is sent as is; "
+                                << "copy a strided view into a Tensor4 first");
+}
+
+/// Read-only row-major alias of a caller's rank-4 View (checked contiguous first).
+template <class T, class Mem, class V>
+ConstView4<T, Mem> alias4(const V& v) {
+  return ConstView4<T, Mem>(v.data(), v.extent(0), v.extent(1), v.extent(2), v.extent(3));
+}
+
+/// Rows blk, blk + nb, blk + 2 nb, ... of a position-ordered [B, nb*n, X, D] tensor,
+/// viewed in place as [B, n, X, D] (LayoutStride): the shard of grid row/column blk.
+template <class T, class Mem>
+Strided4<T, Mem> row_block(const Tensor4<T, Mem>& g, int blk, int nb) {
+  const std::size_t n = g.extent(1) / std::size_t(nb);
+  Kokkos::LayoutStride ls(g.extent(0), g.stride(0), n, std::size_t(nb) * g.stride(1), g.extent(2), g.stride(2),
+                          g.extent(3), g.stride(3));
+  return Strided4<T, Mem>(g.data() + std::size_t(blk) * g.stride(1), ls);
+}
+
+/// Scatters blocks into a position-ordered tensor: for k < count, the contiguous
+/// [B, n, X, D] block at src + k*block_stride becomes rows (first + k) + i*nb of
+/// dst [B, nb*n, X, D] (n = dst.extent(1) / nb).
+template <class Exec, class S, class DstV>
+void interleave_rows(const Exec& exec, const S* src, std::size_t block_stride, int first, int count, int nb,
+                     const DstV& dst, const char* label) {
+  using DT      = typename DstV::non_const_value_type;
+  const long B  = long(dst.extent(0)), X = long(dst.extent(2)), D = long(dst.extent(3));
+  const long n  = long(dst.extent(1)) / nb;
+  const long bs = long(block_stride);
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec>(exec, 0, long(count) * B * n * X), KOKKOS_LAMBDA(long idx) {
+        const long x = idx % X, i = (idx / X) % n, b = (idx / (X * n)) % B, k = idx / (X * n * B);
+        const S* s   = src + k * bs + ((b * n + i) * X + x) * D;
+        const long row = (first + k) + i * nb;
+        for (long d = 0; d < D; ++d) dst(b, row, x, d) = DT(s[d]);
+      });
+}
+
+/// Inverse of interleave_rows: for k < count, rows (first + k) + i*nb of src
+/// [B, nb*n, X, D] go to the contiguous [B, n, X, D] block at dst + k*block_stride
+/// (added to it when `accumulate`).
+template <class Exec, class SrcV, class DT>
+void deinterleave_rows(const Exec& exec, const SrcV& src, int first, int count, int nb, DT* dst,
+                       std::size_t block_stride, bool accumulate, const char* label) {
+  const long B  = long(src.extent(0)), X = long(src.extent(2)), D = long(src.extent(3));
+  const long n  = long(src.extent(1)) / nb;
+  const long bs = long(block_stride);
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec>(exec, 0, long(count) * B * n * X), KOKKOS_LAMBDA(long idx) {
+        const long x = idx % X, i = (idx / X) % n, b = (idx / (X * n)) % B, k = idx / (X * n * B);
+        DT* o          = dst + k * bs + ((b * n + i) * X + x) * D;
+        const long row = (first + k) + i * nb;
+        if (accumulate)
+          for (long d = 0; d < D; ++d) o[d] += DT(src(b, row, x, d));
+        else
+          for (long d = 0; d < D; ++d) o[d] = DT(src(b, row, x, d));
+      });
+}
+
+/// Row statistics version of interleave_rows: block k is [B, H, n] at
+/// src + k*block_stride; dst is [B, H, nb*n], dst(b, h, (first+k) + i*nb) = block(b, h, i).
+template <class Exec, class S, class DstV>
+void interleave_stats(const Exec& exec, const S* src, std::size_t block_stride, int first, int count, int nb,
+                      const DstV& dst, const char* label) {
+  using DT      = typename DstV::non_const_value_type;
+  const long B  = long(dst.extent(0)), H = long(dst.extent(1));
+  const long n  = long(dst.extent(2)) / nb;
+  const long bs = long(block_stride);
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec>(exec, 0, long(count) * B * H), KOKKOS_LAMBDA(long idx) {
+        const long h = idx % H, b = (idx / H) % B, k = idx / (H * B);
+        const S* s   = src + k * bs + (b * H + h) * n;
+        for (long i = 0; i < n; ++i) dst(b, h, (first + k) + i * nb) = DT(s[i]);
+      });
+}
+
+/// Inverse of interleave_stats (overwrites the destination blocks).
+template <class Exec, class SrcV, class DT>
+void deinterleave_stats(const Exec& exec, const SrcV& src, int first, int count, int nb, DT* dst,
+                        std::size_t block_stride, const char* label) {
+  const long B  = long(src.extent(0)), H = long(src.extent(1));
+  const long n  = long(src.extent(2)) / nb;
+  const long bs = long(block_stride);
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec>(exec, 0, long(count) * B * H), KOKKOS_LAMBDA(long idx) {
+        const long h = idx % H, b = (idx / H) % B, k = idx / (H * B);
+        DT* o        = dst + k * bs + (b * H + h) * n;
+        for (long i = 0; i < n; ++i) o[i] = DT(src(b, h, (first + k) + i * nb));
+      });
+}
+
+/// The shard of grid column `blk` of a position-ordered state [B, nb*n, H, D]
+/// copied into the contiguous state `dst` [B, n, H, D] (acc, m and l).
+template <class Exec, class Acc, class Mem>
+void get_state_block(const Exec& exec, const AttnState<Acc, Mem>& src, int blk, int nb,
+                     const AttnState<Acc, Mem>& dst) {
+  deinterleave_rows(exec, src.acc, blk, 1, nb, dst.acc.data(), 0, false, "DistAttn::grid2d.get_state_block.acc");
+  deinterleave_stats(exec, src.m, blk, 1, nb, dst.m.data(), 0, "DistAttn::grid2d.get_state_block.m");
+  deinterleave_stats(exec, src.l, blk, 1, nb, dst.l.data(), 0, "DistAttn::grid2d.get_state_block.l");
+}
+
+}  // namespace DistAttn::Impl
