@@ -36,3 +36,5 @@ inline const char* path_name(KernelPath p) {
 }
 
 }  // namespace DistAttn::Impl
+
+#include <DistAttn/impl/cuda/attn_cuda_spec.hpp>  // CUDA-tuned specializations (empty unless DISTATTN_ENABLE_CUDA_KERNELS)

@@ -1,0 +1,97 @@
+#pragma once
+/// @file attn_params.hpp
+/// Plain-old-data parameter blocks of the CUDA-tuned tile kernels (flash-attention's
+/// flash.h style) and the host entry points compiled into the library from
+/// src/cuda/*.cu. This header is the whole interface between the Kokkos side
+/// (impl/cuda/attn_cuda_spec.hpp) and the raw CUDA side: it includes neither Kokkos
+/// nor any .cuh, so user translation units never see the kernels.
+///
+/// Conventions (both directions):
+///  - All strides are in elements, 64-bit. Tensors are [batch, seq, heads, head_dim]
+///    with unit stride on head_dim; statistics are [batch, heads, seq].
+///  - m, l and LSE cross this boundary in natural-log units (SPEC §1.7); the kernels
+///    work internally in base 2 with log2(e) folded into the scale.
+///  - The causal mask is described by affine positions: query row i sits at
+///    q_offset + q_stride * i, key row j at k_offset + k_stride * j, and (i, j) is
+///    allowed iff q_pos(i) >= k_pos(j) (SPEC §1.5). Both strides are > 0.
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace DistAttn::Impl::cuda {
+
+/// Element type of Q, K, V (and dO). Accumulators and statistics are always fp32.
+enum class AttnDType : int { BF16 = 0, FP16 = 1 };
+
+/// Affine causal mask, or no mask (causal == 0).
+struct AttnMaskParams {
+  int causal;
+  std::int64_t q_offset, q_stride;
+  std::int64_t k_offset, k_stride;
+};
+
+/// Forward update: folds softmax(scale Q K^T + mask) V of one K/V block into the
+/// running state (acc, m, l) of the query rows, which may already hold other blocks.
+struct AttnFwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  float* acc;  // [B, Sq, H, D] unnormalized accumulator, read and written
+  float* m;    // [B, H, Sq] running max (natural log units), read and written
+  float* l;    // [B, H, Sq] running sum, read and written
+
+  std::int64_t q_batch_stride, q_row_stride, q_head_stride;
+  std::int64_t k_batch_stride, k_row_stride, k_head_stride;
+  std::int64_t v_batch_stride, v_row_stride, v_head_stride;
+  std::int64_t acc_batch_stride, acc_row_stride, acc_head_stride;
+  std::int64_t m_batch_stride, m_head_stride, m_row_stride;
+  std::int64_t l_batch_stride, l_head_stride, l_row_stride;
+
+  int batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
+  float scale;  // softmax scale (natural units), must be > 0
+  AttnMaskParams mask;
+  AttnDType dtype;
+};
+
+/// Backward update: dq += dQ_block, dk += dK_block, dv += dV_block (fp32
+/// accumulators; dk/dv reduced over each GQA group) from the FINAL lse and delta.
+struct AttnBwdParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  const void* dout;
+  const float* lse;    // [B, H, Sq] natural log; -inf marks an empty row
+  const float* delta;  // [B, H, Sq] rowsum(dO * O)
+  float* dq;           // [B, Sq, H, D]
+  float* dk;           // [B, Sk, Hkv, D]
+  float* dv;           // [B, Sk, Hkv, D]
+
+  std::int64_t q_batch_stride, q_row_stride, q_head_stride;
+  std::int64_t k_batch_stride, k_row_stride, k_head_stride;
+  std::int64_t v_batch_stride, v_row_stride, v_head_stride;
+  std::int64_t do_batch_stride, do_row_stride, do_head_stride;
+  std::int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
+  std::int64_t delta_batch_stride, delta_head_stride, delta_row_stride;
+  std::int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
+  std::int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
+  std::int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+
+  int batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
+  float scale;
+  AttnMaskParams mask;
+  AttnDType dtype;
+};
+
+/// Whether a tuned kernel exists for this head_dim (64 or 128).
+bool attn_head_dim_supported(int head_dim);
+
+/// Launches the forward update on `stream` and returns true, or returns false
+/// without touching anything when the shape, alignment or device is not
+/// supported (the caller then runs the portable kernel). Throws on launch errors.
+bool run_attn_fwd(const AttnFwdParams& params, cudaStream_t stream);
+
+/// Backward counterpart of run_attn_fwd; same contract.
+bool run_attn_bwd(const AttnBwdParams& params, cudaStream_t stream);
+
+}  // namespace DistAttn::Impl::cuda

@@ -1,0 +1,302 @@
+// Kernel-only benchmark of the tuned attention kernels and of alternative tile
+// configurations (not part of the library; built as `attn_cuda_bench` when
+// DistAttn_ENABLE_CUDA_KERNELS is ON). Times each launch alone with CUDA events
+// (median of -n after -w warm-ups), and cross-checks every alternative
+// configuration against the shipped one on the same inputs (max abs difference
+// relative to max |shipped|), so a faster variant is known to be right before it is
+// promoted in tile_size.hpp.
+//
+//   attn_cuda_bench [-s S ...] [--heads 32] [--dim 128] [--causal 1] [-w 2] [-n 10] [--shipped-only]
+//
+// FLOPs as docs/PERFORMANCE.md: forward 4 B H S^2 d (x 0.5 causal), backward x 2.5.
+
+#include "attn_bwd_launch.cuh"
+#include "attn_fwd_sm90.cuh"
+#include "tile_size.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+using namespace DistAttn::Impl::cuda;
+
+namespace {
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                            \
+    }                                                                                          \
+  } while (0)
+
+__global__ void fill_bf16(__nv_bfloat16* x, std::size_t n, unsigned long long seed) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    unsigned long long z = seed + 0x9E3779B97F4A7C15ull * (i + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    x[i] = __float2bfloat16(float(double(z >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0));
+  }
+}
+
+__global__ void fill_f32(float* x, std::size_t n, float v) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    x[i] = v;
+}
+
+/// out[0] = max |a - b| (NaN -> +inf), out[1] = max |b|, as float bits.
+__global__ void max_diff(const float* a, const float* b, std::size_t n, unsigned* out) {
+  float d = 0.f, r = 0.f;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const float e = fabsf(a[i] - b[i]);
+    d             = (e != e) ? INFINITY : fmaxf(d, e);
+    r             = fmaxf(r, fabsf(b[i]));
+  }
+  atomicMax(out, __float_as_uint(d));
+  atomicMax(out + 1, __float_as_uint(r));
+}
+
+double rel_diff(const float* a, const float* b, std::size_t n) {
+  unsigned* d = nullptr;
+  CK(cudaMalloc(&d, 8));
+  CK(cudaMemset(d, 0, 8));
+  max_diff<<<1024, 256>>>(a, b, n, d);
+  unsigned h[2];
+  CK(cudaMemcpy(h, d, 8, cudaMemcpyDeviceToHost));
+  CK(cudaFree(d));
+  float fd, fr;
+  std::memcpy(&fd, &h[0], 4);
+  std::memcpy(&fr, &h[1], 4);
+  return fr > 0 ? double(fd) / fr : double(fd);
+}
+
+double time_median(const std::function<void()>& prep, const std::function<void()>& fn, int warmup, int iters) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  for (int i = 0; i < warmup; ++i) {
+    prep();
+    fn();
+  }
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    prep();
+    CK(cudaEventRecord(a));
+    fn();
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e-3);
+  }
+  CK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return t[t.size() / 2];
+}
+
+struct Buffers {
+  int B, S, H, D;
+  __nv_bfloat16 *q, *k, *v, *dout;
+  float *acc, *m, *l, *lse, *delta, *dq, *dk, *dv;
+  float *acc_ref, *dq_ref, *dk_ref, *dv_ref;
+  __host__ __device__ std::size_t nt() const { return std::size_t(B) * S * H * D; }
+  __host__ __device__ std::size_t ns() const { return std::size_t(B) * H * S; }
+};
+
+AttnFwdParams fwd_params(const Buffers& b, bool causal) {
+  AttnFwdParams p{};
+  p.q = b.q, p.k = b.k, p.v = b.v, p.acc = b.acc, p.m = b.m, p.l = b.l;
+  const std::int64_t rs = std::int64_t(b.H) * b.D, bs = rs * b.S;
+  p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = p.acc_batch_stride = bs;
+  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.acc_row_stride = rs;
+  p.q_head_stride = p.k_head_stride = p.v_head_stride = p.acc_head_stride = b.D;
+  p.m_batch_stride = p.l_batch_stride = std::int64_t(b.H) * b.S;
+  p.m_head_stride = p.l_head_stride = b.S;
+  p.m_row_stride = p.l_row_stride = 1;
+  p.batch = b.B, p.seqlen_q = b.S, p.seqlen_k = b.S, p.heads = b.H, p.heads_kv = b.H, p.head_dim = b.D;
+  p.scale = 1.f / std::sqrt(float(b.D));
+  p.mask  = AttnMaskParams{causal ? 1 : 0, 0, 1, 0, 1};
+  p.dtype = AttnDType::BF16;
+  return p;
+}
+
+AttnBwdParams bwd_params(const Buffers& b, bool causal) {
+  AttnBwdParams p{};
+  p.q = b.q, p.k = b.k, p.v = b.v, p.dout = b.dout, p.lse = b.lse, p.delta = b.delta;
+  p.dq = b.dq, p.dk = b.dk, p.dv = b.dv;
+  const std::int64_t rs = std::int64_t(b.H) * b.D, bs = rs * b.S;
+  p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = p.do_batch_stride = bs;
+  p.dq_batch_stride = p.dk_batch_stride = p.dv_batch_stride = bs;
+  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.do_row_stride = rs;
+  p.dq_row_stride = p.dk_row_stride = p.dv_row_stride = rs;
+  p.q_head_stride = p.k_head_stride = p.v_head_stride = p.do_head_stride = b.D;
+  p.dq_head_stride = p.dk_head_stride = p.dv_head_stride = b.D;
+  p.lse_batch_stride = p.delta_batch_stride = std::int64_t(b.H) * b.S;
+  p.lse_head_stride = p.delta_head_stride = b.S;
+  p.lse_row_stride = p.delta_row_stride = 1;
+  p.batch = b.B, p.seqlen_q = b.S, p.seqlen_k = b.S, p.heads = b.H, p.heads_kv = b.H, p.head_dim = b.D;
+  p.scale = 1.f / std::sqrt(float(b.D));
+  p.mask  = AttnMaskParams{causal ? 1 : 0, 0, 1, 0, 1};
+  p.dtype = AttnDType::BF16;
+  return p;
+}
+
+/// LSE and Delta for the backward from one forward (acc, m, l): LSE = m + log l,
+/// Delta = rowsum(dO * acc / l) (O kept in fp32 here; the bench times, the unit
+/// tests check).
+__global__ void make_bwd_stats(Buffers b) {
+  const std::size_t r = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x;
+  if (r >= b.ns()) return;
+  const int i = int(r % b.S), h = int((r / b.S) % b.H), bb = int(r / (std::size_t(b.S) * b.H));
+  const float l = b.l[r];
+  b.lse[r]      = l > 0 ? b.m[r] + logf(l) : -INFINITY;
+  float dl      = 0;
+  const std::size_t base = ((std::size_t(bb) * b.S + i) * b.H + h) * b.D;
+  if (l > 0)
+    for (int d = 0; d < b.D; ++d) dl += __bfloat162float(b.dout[base + d]) * b.acc[base + d] / l;
+  b.delta[r] = dl;
+}
+
+template <class Cfg>
+double run_fwd(const Buffers& b, bool causal, int w, int n) {
+  const AttnFwdParams p = fwd_params(b, causal);
+  auto prep = [&] {
+    fill_f32<<<1024, 256>>>(b.m, b.ns(), -INFINITY);
+    fill_f32<<<1024, 256>>>(b.l, b.ns(), 0.f);
+  };
+  return time_median(prep, [&] { launch_attn_fwd<Cfg, __nv_bfloat16>(p, nullptr); }, w, n);
+}
+
+template <class Cfg>
+double run_bwd(const Buffers& b, bool causal, int w, int n) {
+  const AttnBwdParams p = bwd_params(b, causal);
+  auto prep = [&] {
+    CK(cudaMemsetAsync(b.dq, 0, b.nt() * 4));
+    CK(cudaMemsetAsync(b.dk, 0, b.nt() * 4));
+    CK(cudaMemsetAsync(b.dv, 0, b.nt() * 4));
+  };
+  return time_median(prep, [&] { launch_attn_bwd_any<Cfg, __nv_bfloat16>(p, nullptr); }, w, n);
+}
+
+template <class Cfg>
+void fwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_ref) {
+  const double t  = run_fwd<Cfg>(b, causal, w, n);
+  const double fl = 4.0 * b.B * b.H * double(b.S) * b.S * b.D * (causal ? 0.5 : 1.0);
+  double diff     = 0;
+  if (is_ref) CK(cudaMemcpy(b.acc_ref, b.acc, b.nt() * 4, cudaMemcpyDeviceToDevice));
+  else diff = rel_diff(b.acc, b.acc_ref, b.nt());
+  const bool shipped = std::is_same<Cfg, FwdTileD128>::value || std::is_same<Cfg, FwdTileD64>::value;
+  std::printf("  fwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first %.2e\n", shipped ? '*' : ' ', name, b.S,
+              t * 1e6, fl / t * 1e-12, diff);
+}
+
+template <class Cfg>
+void bwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_ref) {
+  const double t  = run_bwd<Cfg>(b, causal, w, n);
+  const double fl = 2.5 * 4.0 * b.B * b.H * double(b.S) * b.S * b.D * (causal ? 0.5 : 1.0);
+  double d1 = 0, d2 = 0, d3 = 0;
+  if (is_ref) {
+    CK(cudaMemcpy(b.dq_ref, b.dq, b.nt() * 4, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(b.dk_ref, b.dk, b.nt() * 4, cudaMemcpyDeviceToDevice));
+    CK(cudaMemcpy(b.dv_ref, b.dv, b.nt() * 4, cudaMemcpyDeviceToDevice));
+  } else {
+    d1 = rel_diff(b.dq, b.dq_ref, b.nt());
+    d2 = rel_diff(b.dk, b.dk_ref, b.nt());
+    d3 = rel_diff(b.dv, b.dv_ref, b.nt());
+  }
+  const bool shipped = std::is_same<Cfg, BwdTileD128>::value || std::is_same<Cfg, BwdTileD64>::value;
+  std::printf("  bwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first dq %.1e dk %.1e dv %.1e\n",
+              shipped ? '*' : ' ', name, b.S, t * 1e6, fl / t * 1e-12, d1, d2, d3);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> seqs;
+  int H = 32, D = 128, w = 2, n = 10;
+  bool causal = true, shipped_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next           = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
+    if (a == "-s") seqs.push_back(next());
+    else if (a == "--heads") H = next();
+    else if (a == "--dim") D = next();
+    else if (a == "--causal") causal = next() != 0;
+    else if (a == "-w") w = next();
+    else if (a == "-n") n = next();
+    else if (a == "--shipped-only") shipped_only = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 1;
+    }
+  }
+  if (seqs.empty()) seqs = {8192, 32768};
+  if (D != 64 && D != 128) {
+    std::fprintf(stderr, "--dim must be 64 or 128\n");
+    return 1;
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# attn_cuda_bench on %s (%d SMs), bf16, b 1 h %d d %d causal %d, median of %d after %d warm-ups\n",
+              prop.name, prop.multiProcessorCount, H, D, int(causal), n, w);
+  for (int S : seqs) {
+    Buffers b{1, S, H, D};
+    const std::size_t nt = b.nt(), ns = b.ns();
+    for (__nv_bfloat16** p : {&b.q, &b.k, &b.v, &b.dout}) CK(cudaMalloc(p, nt * 2));
+    for (float** p : {&b.acc, &b.dq, &b.dk, &b.dv, &b.acc_ref, &b.dq_ref, &b.dk_ref, &b.dv_ref}) CK(cudaMalloc(p, nt * 4));
+    for (float** p : {&b.m, &b.l, &b.lse, &b.delta}) CK(cudaMalloc(p, ns * 4));
+    fill_bf16<<<1024, 256>>>(b.q, nt, 1);
+    fill_bf16<<<1024, 256>>>(b.k, nt, 2);
+    fill_bf16<<<1024, 256>>>(b.v, nt, 3);
+    fill_bf16<<<1024, 256>>>(b.dout, nt, 4);
+    CK(cudaMemset(b.acc, 0, nt * 4));
+    CK(cudaDeviceSynchronize());
+    // The first row of each group is the cross-check reference; '*' marks the
+    // entry of tile_size.hpp this binary ships.
+    if (shipped_only) {  // e.g. under ncu
+      if (D == 128) {
+        fwd_row<FwdTileD128>("shipped", b, causal, w, n, true);
+        make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
+        bwd_row<BwdTileD128>("shipped", b, causal, w, n, true);
+      } else {
+        fwd_row<FwdTileD64>("shipped", b, causal, w, n, true);
+        make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
+        bwd_row<BwdTileD64>("shipped", b, causal, w, n, true);
+      }
+    } else if (D == 128) {
+      fwd_row<FwdTile<128, 128, 64, 8, 1>>("16r 128x64 8w (v1)", b, causal, w, n, true);
+      make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
+      fwd_row<FwdTile<128, 64, 64, 4, 2>>("16r 64x64 4w x2", b, causal, w, n, false);
+      fwd_row<FwdTile<128, 128, 32, 4, 2>>("32r 128x32 4w x2", b, causal, w, n, false);
+      fwd_row<FwdTile<128, 128, 48, 4, 2>>("32r 128x48 4w x2 (40 B spill)", b, causal, w, n, false);
+      fwd_row<FwdTile<128, 128, 32, 4, 1>>("32r 128x32 4w x1", b, causal, w, n, false);
+      CK(cudaDeviceSynchronize());
+      bwd_row<BwdTile<128, 64, 128, 8, 1, 16>>("16k q64 k128 dq16 (v1)", b, causal, w, n, true);
+      bwd_row<BwdTile<128, 64, 128, 8, 1, 32>>("16k q64 k128 dq32", b, causal, w, n, false);
+      bwd_row<BwdTilePS<128, 64, 128, 8, 1>>("PS q64 k128", b, causal, w, n, false);
+    } else {
+      fwd_row<FwdTile<64, 128, 64, 8, 2>>("16r 128x64 8w x2", b, causal, w, n, true);
+      make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
+      fwd_row<FwdTile<64, 128, 64, 4, 2>>("32r 128x64 4w x2", b, causal, w, n, false);
+      fwd_row<FwdTile<64, 128, 32, 4, 2>>("32r 128x32 4w x2", b, causal, w, n, false);
+      CK(cudaDeviceSynchronize());
+      bwd_row<BwdTile<64, 64, 128, 8, 1, 16>>("16k q64 k128 dq16 (v1)", b, causal, w, n, true);
+      bwd_row<BwdTilePS<64, 64, 128, 8, 1>>("PS q64 k128", b, causal, w, n, false);
+    }
+    CK(cudaDeviceSynchronize());
+    for (void* p : {(void*)b.q, (void*)b.k, (void*)b.v, (void*)b.dout, (void*)b.acc, (void*)b.dq, (void*)b.dk,
+                    (void*)b.dv, (void*)b.acc_ref, (void*)b.dq_ref, (void*)b.dk_ref, (void*)b.dv_ref, (void*)b.m,
+                    (void*)b.l, (void*)b.lse, (void*)b.delta})
+      CK(cudaFree(p));
+  }
+  return 0;
+}

@@ -1,0 +1,13 @@
+// Generated-style instantiation unit: bwd kernel, head_dim 64, bf16, sm_90a.
+// One translation unit per (direction, head_dim, element type) so the kernels
+// compile in parallel; the tile entry comes from tile_size.hpp.
+#include "attn_bwd_launch.cuh"
+#include "tile_size.hpp"
+
+namespace DistAttn::Impl::cuda {
+
+void run_attn_bwd_hdim64_bf16(const AttnBwdParams& p, cudaStream_t stream) {
+  launch_attn_bwd_any<BwdTileD64, __nv_bfloat16>(p, stream);
+}
+
+}  // namespace DistAttn::Impl::cuda

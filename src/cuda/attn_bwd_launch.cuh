@@ -1,0 +1,16 @@
+#pragma once
+// Picks the backward kernel that matches a tile entry: BwdTile -> attn_bwd_sm90.cuh
+// (16-key warps), BwdTilePS -> attn_bwd_ps_sm90.cuh (P/dS through shared memory).
+
+#include "attn_bwd_ps_sm90.cuh"
+#include "attn_bwd_sm90.cuh"
+
+namespace DistAttn::Impl::cuda {
+
+template <class Cfg, class Elem>
+void launch_attn_bwd_any(const AttnBwdParams& p, cudaStream_t stream) {
+  if constexpr (Cfg::kPdSInSmem) launch_attn_bwd_ps<Cfg, Elem>(p, stream);
+  else launch_attn_bwd<Cfg, Elem>(p, stream);
+}
+
+}  // namespace DistAttn::Impl::cuda

@@ -1,0 +1,108 @@
+// Host entry points of the CUDA-tuned attention kernels: validate what the
+// kernels assume (head_dim, alignment, a Hopper sm_90 device, positive scale),
+// decline (return false) otherwise so the caller falls back to the portable
+// kernel, and dispatch on (head_dim, element type) to the instantiation units.
+// No allocation, no synchronization: one kernel launch on the caller's stream.
+
+#include "attn_launch.hpp"
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace DistAttn::Impl::cuda {
+
+void check_launch(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw std::runtime_error(std::string("DistAttn CUDA kernel ") + what + " failed to launch: " +
+                             cudaGetErrorString(err));
+}
+
+bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+namespace {
+
+/// The kernels are built for sm_90a only (mma.sync paths tuned for Hopper; the
+/// binary holds no other machine code), so any other device declines.
+bool current_device_is_sm90() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  static std::atomic<int> cache[64];  // 0 unknown, 1 sm_90, 2 other
+  if (dev >= 0 && dev < 64) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c != 0) return c == 1;
+  }
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const bool ok = major == 9 && minor == 0;
+  if (dev >= 0 && dev < 64) cache[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
+  return ok;
+}
+
+bool aligned(const void* p, std::uintptr_t bytes) { return (reinterpret_cast<std::uintptr_t>(p) % bytes) == 0; }
+
+/// 16-byte cp.async rows: base and every stride a multiple of 8 elements (16 B).
+bool vec16_ok(const void* p, std::int64_t s0, std::int64_t s1, std::int64_t s2) {
+  return aligned(p, 16) && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
+}
+
+/// float2 accesses on fp32 rows: 8-byte base and even strides.
+bool vec8_ok(const void* p, std::int64_t s0, std::int64_t s1, std::int64_t s2) {
+  return aligned(p, 8) && s0 % 2 == 0 && s1 % 2 == 0 && s2 % 2 == 0;
+}
+
+bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim, float scale,
+               const AttnMaskParams& mask) {
+  if (!attn_head_dim_supported(head_dim)) return false;
+  if (!(scale > 0.f) || !std::isfinite(scale)) return false;  // the max trick needs scale > 0
+  if (batch < 0 || sq < 0 || sk < 0 || heads < 0 || heads_kv <= 0 || heads % heads_kv != 0) return false;
+  if (batch > 65535 || heads > 65535) return false;  // grid y/z
+  if (mask.causal && (mask.q_stride <= 0 || mask.k_stride <= 0)) return false;
+  return true;
+}
+
+}  // namespace
+
+bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
+  if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
+  if (!current_device_is_sm90()) return false;
+  if (p.batch == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 || p.heads == 0) return true;  // nothing to fold
+  if (!vec16_ok(p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride) ||
+      !vec16_ok(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride) ||
+      !vec16_ok(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride) ||
+      !vec8_ok(p.acc, p.acc_batch_stride, p.acc_row_stride, p.acc_head_stride))
+    return false;
+  const bool bf16 = p.dtype == AttnDType::BF16;
+  if (p.head_dim == 64) bf16 ? run_attn_fwd_hdim64_bf16(p, stream) : run_attn_fwd_hdim64_fp16(p, stream);
+  else bf16 ? run_attn_fwd_hdim128_bf16(p, stream) : run_attn_fwd_hdim128_fp16(p, stream);
+  return true;
+}
+
+bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
+  if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
+  if (!current_device_is_sm90()) return false;
+  if (p.batch == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 || p.heads == 0) return true;
+  if (!vec16_ok(p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride) ||
+      !vec16_ok(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride) ||
+      !vec16_ok(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride) ||
+      !vec16_ok(p.dout, p.do_batch_stride, p.do_row_stride, p.do_head_stride) ||
+      !vec8_ok(p.dq, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride) ||
+      !vec8_ok(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride) ||
+      !vec8_ok(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride))
+    return false;
+  const bool bf16 = p.dtype == AttnDType::BF16;
+  if (p.head_dim == 64) bf16 ? run_attn_bwd_hdim64_bf16(p, stream) : run_attn_bwd_hdim64_fp16(p, stream);
+  else bf16 ? run_attn_bwd_hdim128_bf16(p, stream) : run_attn_bwd_hdim128_fp16(p, stream);
+  return true;
+}
+
+}  // namespace DistAttn::Impl::cuda

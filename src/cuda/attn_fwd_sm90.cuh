@@ -1,0 +1,304 @@
+#pragma once
+// Forward update kernel (SPEC §1.4) on mma.sync tensor cores, FlashAttention-2
+// structure: one CTA per (query tile, head, batch); every warp owns 16 or 32 query
+// rows (FwdTile::kRowsPerWarp) and keeps their O accumulator and (m, l) in registers
+// while the CTA streams K/V tiles through two shared-memory stages (cp.async, one
+// tile of lead). 16-row warps also keep their Q fragments in registers; 32-row warps
+// (FA2's layout, shipped for d = 128 and 64) re-read Q from shared memory and reuse
+// every K/V fragment for both 16-row blocks.
+//
+//   prologue   Q, K[last] -> smem; V[last] -> smem; (16-row warps: Q -> registers)
+//   per tile   issue K[next]; S = Q K^T; mask; online softmax (exp2, log2e folded
+//              into the scale; O rescaled only when a row max grew); wait V;
+//              issue V[next]; O += P V; wait K[next]
+//   epilogue   merge (O, m, l) into the incoming state (acc, m, l) and store
+//
+// Key tiles are walked from the last admissible one down to 0, so the only tiles
+// that need element-wise masking (the "diagonal" band, and the ragged end of K)
+// come first, and the rest run the unmasked code path.
+//
+// State semantics: the loop starts from the empty state and the result is merged
+// into the incoming state at the end (SPEC §1.3), which equals folding the tiles
+// into it one by one (the merge is associative) and reads the old accumulator once,
+// late, instead of holding it in registers for the whole CTA. Rows that see no
+// admissible key leave (acc, m, l) untouched; rows whose incoming m is -inf are
+// empty, their old acc is ignored.
+
+#include "attn_launch.hpp"
+#include "attn_mma.cuh"
+
+#include <DistAttn/impl/cuda/attn_params.hpp>
+
+namespace DistAttn::Impl::cuda {
+
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kernel(const AttnFwdParams p) {
+  using namespace detail;
+  using Ops             = ElemOps<Elem>;
+  constexpr int D       = Cfg::kHeadDim;
+  constexpr int BM      = Cfg::kBlockM;
+  constexpr int BN      = Cfg::kBlockN;
+  constexpr int NT      = Cfg::kNThreads;
+  constexpr int MT      = Cfg::kRowsPerWarp / 16;  // m16 row blocks per warp
+  constexpr bool kQRegs = MT == 1;                 // else Q fragments re-read from smem
+  using Tile            = SwizzledTile<D>;
+  constexpr uint32_t kQBytes  = BM * D * 2;
+  constexpr uint32_t kKVBytes = BN * D * 2;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sQ  = smem_u32(smem);
+  const uint32_t sK0 = sQ + kQBytes;             // stages at sK0, sK0 + kKVBytes
+  const uint32_t sV0 = sK0 + 2 * kKVBytes;
+
+  // Heaviest query tiles first (causal): they start in the first wave.
+  const int qt   = int(gridDim.x) - 1 - int(blockIdx.x);
+  const int h    = blockIdx.y;
+  const int b    = blockIdx.z;
+  const int hk   = h / (p.heads / p.heads_kv);
+  const int q0   = qt * BM;
+  const int tid  = threadIdx.x;
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  const int g    = lane >> 2;  // row within the 8-row group
+  const int t    = lane & 3;   // column pair within the n8 tile
+  const int wrow = warp * 16 * MT;  // first tile row of this warp
+
+  const AttnMaskParams& mk = p.mask;
+  const int q_last   = min(q0 + BM, p.seqlen_q) - 1;
+  const int lim_max  = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
+  const int n_kt     = (lim_max + BN - 1) / BN;
+  if (n_kt == 0) return;  // no row of the tile sees any key: state unchanged
+  // Smallest limit over the tile's real rows (the first one): every key below it is
+  // visible to every real row. Padding rows (past seqlen_q) need no mask: their Q is
+  // zero-filled, their values stay finite and are never stored.
+  const int lim_min = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q0);
+
+  // This thread's rows (mt, r) = wrow + 16 mt + g + 8 r and their limits (0 for padding rows).
+  int lim[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = q0 + wrow + mt * 16 + g + 8 * r;
+      lim[mt][r]    = row < p.seqlen_q
+                          ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, row)
+                          : 0;
+    }
+
+  const Elem* qg = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
+  const Elem* kg = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
+  const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
+
+  int kt = n_kt - 1;
+  load_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid);
+  load_tile_async<BN, D, NT>(sK0, kg, p.k_row_stride, kt * BN, p.seqlen_k, tid);
+  cp_async_commit();
+  load_tile_async<BN, D, NT>(sV0, vg, p.v_row_stride, kt * BN, p.seqlen_k, tid);
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+
+  const typename Tile::Lane la = Tile::lane(lane_row_a(lane), lane_chunk_a(lane));
+  const typename Tile::Lane lb = Tile::lane(lane_row_b(lane), lane_chunk_b(lane));
+
+  // 16-row warps keep their Q fragments (all of head_dim) in registers.
+  uint32_t qf[kQRegs ? D / 16 : 1][4];
+  if constexpr (kQRegs) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], Tile::addr(sQ, la, wrow, kk * 2));
+  }
+
+  float o[MT][D / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+  float mrow[MT][2], lrow[MT][2];  // running max of scale*log2e*s; this thread's share of the row sum
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    mrow[mt][0] = mrow[mt][1] = -INFINITY;
+    lrow[mt][0] = lrow[mt][1] = 0.f;
+  }
+  const float sl2 = p.scale * kLog2e;
+
+  int stage = 0;
+  for (; kt >= 0; --kt) {
+    const uint32_t sK = sK0 + stage * kKVBytes;
+    const uint32_t sV = sV0 + stage * kKVBytes;
+    if (kt > 0) load_tile_async<BN, D, NT>(sK0 + (stage ^ 1) * kKVBytes, kg, p.k_row_stride, (kt - 1) * BN,
+                                           p.seqlen_k, tid);
+    cp_async_commit();
+
+    // S = Q K^T for 16 MT rows x BN keys; every K fragment feeds MT products.
+    float s[MT][BN / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t qa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (kQRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) qa[mt][e] = qf[kk][e];
+        } else {
+          ldmatrix_x4(qa[mt], Tile::addr(sQ, la, wrow + mt * 16, kk * 2));
+        }
+      }
+#pragma unroll
+      for (int nn = 0; nn < BN / 16; ++nn) {
+        uint32_t kf[4];
+        ldmatrix_x4(kf, Tile::addr(sK, lb, nn * 16, kk * 2));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Ops::mma(s[mt][2 * nn], qa[mt], kf[0], kf[1]);
+          Ops::mma(s[mt][2 * nn + 1], qa[mt], kf[2], kf[3]);
+        }
+      }
+    }
+
+    const int k0 = kt * BN;
+    if (k0 + BN > lim_min) {  // some (row, key) of this tile is not admissible
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          const int c = k0 + j * 8 + 2 * t;
+          if (c >= lim[mt][0]) s[mt][j][0] = -INFINITY;
+          if (c + 1 >= lim[mt][0]) s[mt][j][1] = -INFINITY;
+          if (c >= lim[mt][1]) s[mt][j][2] = -INFINITY;
+          if (c + 1 >= lim[mt][1]) s[mt][j][3] = -INFINITY;
+        }
+    }
+
+    // Online softmax; row (mt, r) lives in one quad.
+    float alpha[MT][2];
+    bool grew = false;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
+        mx                = quad_max(mx);
+        const float m_new = fmaxf(mrow[mt][r], mx * sl2);
+        // Empty-row guard (SPEC §1.3): with m_new = -inf every p and alpha is 0.
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha[mt][r]      = ex2(mrow[mt][r] - m_use);
+        grew              = grew || m_new != mrow[mt][r];
+        mrow[mt][r]       = m_new;
+        float sum         = 0.f;
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j) {
+          s[mt][j][2 * r]     = ex2(fmaf(s[mt][j][2 * r], sl2, -m_use));
+          s[mt][j][2 * r + 1] = ex2(fmaf(s[mt][j][2 * r + 1], sl2, -m_use));
+          sum += s[mt][j][2 * r] + s[mt][j][2 * r + 1];
+        }
+        lrow[mt][r] = lrow[mt][r] * alpha[mt][r] + sum;
+      }
+    // Rescale O only when some row of the warp got a new max (alpha = 1 otherwise):
+    // after the first few tiles of a long row that is rare, and it saves D/2 FMULs
+    // per row block.
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+          o[mt][i][0] *= alpha[mt][0];
+          o[mt][i][1] *= alpha[mt][0];
+          o[mt][i][2] *= alpha[mt][1];
+          o[mt][i][3] *= alpha[mt][1];
+        }
+    }
+
+    cp_async_wait<1>();  // V[kt] (the group before K[kt-1]) has landed
+    __syncthreads();
+    if (kt > 0) load_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v_row_stride, (kt - 1) * BN,
+                                           p.seqlen_k, tid);
+    cp_async_commit();
+
+    // O += P V: P's C fragments are the A fragments (16-bit), V via ldmatrix.trans;
+    // every V fragment feeds MT products.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = Ops::pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = Ops::pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = Ops::pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = Ops::pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int dn = 0; dn < D / 16; ++dn) {
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, Tile::addr(sV, la, kk * 16, dn * 2));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          Ops::mma(o[mt][2 * dn], pa[mt], vf[0], vf[1]);
+          Ops::mma(o[mt][2 * dn + 1], pa[mt], vf[2], vf[3]);
+        }
+      }
+    }
+
+    cp_async_wait<1>();  // K[kt-1] has landed
+    __syncthreads();
+    stage ^= 1;
+  }
+
+  // Epilogue: merge this block's (O, m, l) into the incoming state, row by row.
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l_loc = quad_sum(lrow[mt][r]);
+      const int row     = q0 + wrow + mt * 16 + g + 8 * r;
+      const float m2    = mrow[mt][r];
+      if (row >= p.seqlen_q || m2 == -INFINITY) continue;  // nothing admissible: state unchanged
+      const std::int64_t mi = b * p.m_batch_stride + h * p.m_head_stride + row * p.m_row_stride;
+      const std::int64_t li = b * p.l_batch_stride + h * p.l_head_stride + row * p.l_row_stride;
+      const float m_in   = p.m[mi];
+      const float m_in2  = m_in * kLog2e;  // -inf stays -inf
+      const float l_in   = p.l[li];
+      const float m_new2 = fmaxf(m_in2, m2);
+      const float e_in   = m_in2 == -INFINITY ? 0.f : ex2(m_in2 - m_new2);
+      const float e_loc  = ex2(m2 - m_new2);
+      float* accrow = p.acc + b * p.acc_batch_stride + std::int64_t(row) * p.acc_row_stride + h * p.acc_head_stride;
+#pragma unroll
+      for (int i = 0; i < D / 8; ++i) {
+        float2* ptr = reinterpret_cast<float2*>(accrow + i * 8 + 2 * t);
+        float2 val  = make_float2(e_loc * o[mt][i][2 * r], e_loc * o[mt][i][2 * r + 1]);
+        if (e_in != 0.f) {
+          const float2 old = *ptr;
+          val.x            = fmaf(e_in, old.x, val.x);
+          val.y            = fmaf(e_in, old.y, val.y);
+        }
+        *ptr = val;
+      }
+      if (t == 0) {
+        // Keep the incoming m bit for bit when it stays the max (no drift over calls).
+        p.m[mi] = m_in2 >= m2 ? m_in : m_new2 * kLn2;
+        p.l[li] = fmaf(e_in, l_in, e_loc * l_loc);
+      }
+    }
+}
+
+/// Host-side launcher for one tile configuration and element type.
+template <class Cfg, class Elem>
+void launch_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
+  const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const dim3 grid(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch));
+  auto kernel = attn_fwd_kernel<Cfg, Elem>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err == cudaSuccess) {
+    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p);
+    err = cudaGetLastError();
+  }
+  check_launch(err, "attn_fwd_kernel");
+}
+
+}  // namespace DistAttn::Impl::cuda

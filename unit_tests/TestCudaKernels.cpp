@@ -1,0 +1,597 @@
+// CUDA-tuned tile kernels (src/cuda) against the fp64 reference and against the
+// portable kernels, for bf16 and fp16, head_dim 64 and 128.
+//
+// Accuracy rule (flash-attention's): with fresh random inputs, the tuned kernel's
+// max abs error against the fp64 reference must not exceed twice the error of a
+// naive implementation in the same precision (every matmul output, the softmax and
+// every gradient rounded to the element type, as a PyTorch bf16/fp16 reference
+// does) plus a small atol. NaN never passes. Tuned vs portable: the fp32 states
+// (acc, m, l) and gradients agree to the element type's tolerance.
+//
+// Every tuned call goes through Impl::TunedAttn*Update::run directly and asserts
+// that it ran (returned true), so a kernel that silently declined cannot make a
+// test pass on the portable path.
+
+#include "attention_inputs.hpp"
+
+#include <DistAttn/impl/attn_spec.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+namespace DistAttn::Test {
+namespace {
+
+using Acc   = float;
+using State = AttnState<Acc, Mem>;
+
+template <class T>
+class CudaKernels : public ::testing::Test {};
+using TunedTypes = ::testing::Types<compat::bhalf_t, compat::half_t>;
+TYPED_TEST_SUITE(CudaKernels, TunedTypes);
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+template <class T>
+double rnd(double x) {
+  return double(T(float(x)));
+}
+
+// ---------------------------------------------------------------------------------
+// Error measures
+
+/// max |x - ref|; +inf when x holds a NaN anywhere (so NaN never passes).
+double max_abs_err(const HostTensor& x, const HostTensor& ref) {
+  double e = 0;
+  for (std::size_t i = 0; i < ref.span(); ++i) {
+    const double d = std::fabs(x.data()[i] - ref.data()[i]);
+    if (std::isnan(x.data()[i]) || std::isnan(d)) return kInf;
+    e = std::max(e, d);
+  }
+  return e;
+}
+
+double max_abs(const HostTensor& x) {
+  double e = 0;
+  for (std::size_t i = 0; i < x.span(); ++i) e = std::max(e, std::fabs(x.data()[i]));
+  return e;
+}
+
+long count_nan(const HostTensor& x) {
+  long n = 0;
+  for (std::size_t i = 0; i < x.span(); ++i) n += std::isnan(x.data()[i]) ? 1 : 0;
+  return n;
+}
+
+template <class T>
+HostTensor rounded_to(const HostTensor& x) {
+  HostTensor r("rounded", x.extent(0), x.extent(1), x.extent(2), x.extent(3));
+  for (std::size_t i = 0; i < x.span(); ++i) r.data()[i] = rnd<T>(x.data()[i]);
+  return r;
+}
+
+/// The flash-attention rule. Returns a message on failure, empty on success.
+std::string rule_check(const char* what, const HostTensor& ours, const HostTensor& naive, const HostTensor& ref) {
+  const double e_ours  = max_abs_err(ours, ref);
+  const double e_naive = max_abs_err(naive, ref);
+  const double atol    = 1e-6 + 1e-4 * max_abs(ref);
+  if (e_ours <= 2.0 * e_naive + atol) return {};
+  std::ostringstream os;
+  os << what << ": max error " << e_ours << " > 2 x naive " << e_naive << " + atol " << atol;
+  return os.str();
+}
+
+// ---------------------------------------------------------------------------------
+// Naive same-precision implementations (host, every intermediate rounded to T)
+
+/// P[b][h][i][j] of a naive implementation: S = round(scale q k^T), P = round(softmax(S)).
+/// Rows without an admissible key are all zero.
+template <class T>
+std::vector<double> naive_probs(const HostTensor& q, const HostTensor& k, const Mask& mask, double scale) {
+  const int B = int(q.extent(0)), Sq = int(q.extent(1)), H = int(q.extent(2)), D = int(q.extent(3));
+  const int Sk = int(k.extent(1)), G = H / int(k.extent(2));
+  std::vector<double> P(std::size_t(B) * H * Sq * Sk, 0.0);
+  std::vector<double> sc(static_cast<std::size_t>(Sk));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < Sq; ++i) {
+        double mx = -kInf;
+        for (int j = 0; j < Sk; ++j) {
+          sc[std::size_t(j)] = -kInf;
+          if (!Testing::reference_allowed(mask, i, j)) continue;
+          double acc = 0;
+          for (int d = 0; d < D; ++d) acc += q(b, i, h, d) * k(b, j, h / G, d);
+          sc[std::size_t(j)] = rnd<T>(scale * acc);
+          mx                 = std::max(mx, sc[std::size_t(j)]);
+        }
+        if (mx == -kInf) continue;
+        double sum = 0;
+        for (int j = 0; j < Sk; ++j) sum += sc[std::size_t(j)] == -kInf ? 0.0 : std::exp(sc[std::size_t(j)] - mx);
+        const std::size_t base = ((std::size_t(b) * H + h) * Sq + i) * Sk;
+        for (int j = 0; j < Sk; ++j)
+          P[base + std::size_t(j)] = sc[std::size_t(j)] == -kInf ? 0.0 : rnd<T>(std::exp(sc[std::size_t(j)] - mx) / sum);
+      }
+  return P;
+}
+
+template <class T>
+HostTensor naive_fwd(const HostTensor& q, const HostTensor& k, const HostTensor& v, const Mask& mask, double scale) {
+  const int B = int(q.extent(0)), Sq = int(q.extent(1)), H = int(q.extent(2)), D = int(q.extent(3));
+  const int Sk = int(k.extent(1)), G = H / int(k.extent(2));
+  const auto P = naive_probs<T>(q, k, mask, scale);
+  HostTensor o("naive.o", B, Sq, H, D);
+  std::vector<double> acc(static_cast<std::size_t>(D));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < Sq; ++i) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        const double* row = &P[((std::size_t(b) * H + h) * Sq + i) * Sk];
+        for (int j = 0; j < Sk; ++j)
+          if (row[j] != 0.0)
+            for (int d = 0; d < D; ++d) acc[d] += row[j] * v(b, j, h / G, d);
+        for (int d = 0; d < D; ++d) o(b, i, h, d) = rnd<T>(acc[d]);
+      }
+  return o;
+}
+
+template <class T>
+void naive_bwd(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& dout,
+               const Mask& mask, double scale, HostTensor& dq, HostTensor& dk, HostTensor& dv) {
+  const int B = int(q.extent(0)), Sq = int(q.extent(1)), H = int(q.extent(2)), D = int(q.extent(3));
+  const int Sk = int(k.extent(1)), Hk = int(k.extent(2)), G = H / Hk;
+  const auto P   = naive_probs<T>(q, k, mask, scale);
+  const auto o   = naive_fwd<T>(q, k, v, mask, scale);
+  dq             = HostTensor("naive.dq", B, Sq, H, D);
+  dk             = HostTensor("naive.dk", B, Sk, Hk, D);
+  dv             = HostTensor("naive.dv", B, Sk, Hk, D);
+  std::vector<double> dkh(std::size_t(Sk) * D), dvh(std::size_t(Sk) * D), dqa(static_cast<std::size_t>(D));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      std::fill(dkh.begin(), dkh.end(), 0.0);
+      std::fill(dvh.begin(), dvh.end(), 0.0);
+      for (int i = 0; i < Sq; ++i) {
+        const double* row = &P[((std::size_t(b) * H + h) * Sq + i) * Sk];
+        double delta      = 0;
+        for (int d = 0; d < D; ++d) delta += dout(b, i, h, d) * o(b, i, h, d);
+        std::fill(dqa.begin(), dqa.end(), 0.0);
+        for (int j = 0; j < Sk; ++j) {
+          if (!Testing::reference_allowed(mask, i, j) || row[j] == 0.0) continue;
+          double dp = 0;
+          for (int d = 0; d < D; ++d) dp += dout(b, i, h, d) * v(b, j, h / G, d);
+          const double ds = rnd<T>(row[j] * (rnd<T>(dp) - delta));
+          for (int d = 0; d < D; ++d) {
+            dqa[d] += ds * k(b, j, h / G, d);
+            dkh[std::size_t(j) * D + d] += ds * q(b, i, h, d);
+            dvh[std::size_t(j) * D + d] += row[j] * dout(b, i, h, d);
+          }
+        }
+        for (int d = 0; d < D; ++d) dq(b, i, h, d) = rnd<T>(scale * dqa[d]);
+      }
+      // Per-head gradients rounded, then summed over the group (K/V repeated per head).
+      for (int j = 0; j < Sk; ++j)
+        for (int d = 0; d < D; ++d) {
+          dk(b, j, h / G, d) = rnd<T>(dk(b, j, h / G, d) + rnd<T>(scale * dkh[std::size_t(j) * D + d]));
+          dv(b, j, h / G, d) = rnd<T>(dv(b, j, h / G, d) + rnd<T>(dvh[std::size_t(j) * D + d]));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Calls
+
+/// Folds (q, k, v) into st on the tuned path (asserting that it ran) or the portable one.
+template <class T, class QV, class KV, class VV>
+void fwd_update(const QV& q, const KV& k, const VV& v, const State& st, const Mask& mask, KernelPath path) {
+  AttnOptions opts;
+  opts.mask = mask;
+  opts.path = path;
+  if (path == KernelPath::Cuda) {
+    const double scale = resolved_scale(opts, int(q.extent(3)));
+    const bool ran = Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), q, k, v, st.acc, st.m, st.l, mask, scale);
+    ASSERT_TRUE(ran) << "the CUDA-tuned forward declined this case";
+  } else {
+    attention_fwd_update(Exec(), q, k, v, st, opts);
+  }
+}
+
+template <class T, class QV, class KV, class VV, class DOV, class SV, class GQ, class GK>
+void bwd_update(const QV& q, const KV& k, const VV& v, const DOV& dout, const SV& lse, const SV& delta, const GQ& dq,
+                const GK& dk, const GK& dv, const Mask& mask, KernelPath path) {
+  AttnOptions opts;
+  opts.mask = mask;
+  opts.path = path;
+  if (path == KernelPath::Cuda) {
+    const double scale = resolved_scale(opts, int(q.extent(3)));
+    const bool ran =
+        Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), q, k, v, dout, lse, delta, dq, dk, dv, mask, scale);
+    ASSERT_TRUE(ran) << "the CUDA-tuned backward declined this case";
+  } else {
+    attention_bwd_update(Exec(), q, k, v, dout, lse, delta, dq, dk, dv, opts);
+  }
+}
+
+struct HostState {
+  HostTensor acc;
+  HostStats m, l;
+};
+
+HostState state_to_host(const State& st) { return {to_host(st.acc), stats_to_host(st.m), stats_to_host(st.l)}; }
+
+/// Tuned vs portable states: same empty rows, m and l to fp32 noise, acc to the
+/// element type's tolerance (the tuned kernel rounds P to T before P V).
+template <class T>
+void expect_states_agree(const HostState& a, const HostState& b, const std::string& ctx) {
+  long bad_m = 0, bad_l = 0;
+  for (std::size_t i = 0; i < a.m.span(); ++i) {
+    const double ma = a.m.data()[i], mb = b.m.data()[i], la = a.l.data()[i], lb = b.l.data()[i];
+    if (std::isinf(mb)) {
+      bad_m += (ma == mb) ? 0 : 1;
+      bad_l += (la == 0.0 && lb == 0.0) ? 0 : 1;
+      continue;
+    }
+    bad_m += std::fabs(ma - mb) <= 1e-4 + 1e-5 * std::fabs(mb) ? 0 : 1;
+    bad_l += std::fabs(la - lb) <= 2e-4 * std::fabs(lb) ? 0 : 1;
+  }
+  EXPECT_EQ(bad_m, 0) << "rows whose m differs, " << ctx;
+  EXPECT_EQ(bad_l, 0) << "rows whose l differs, " << ctx;
+  EXPECT_EQ(count_nan(a.acc), 0) << ctx;
+  EXPECT_LE(Testing::rel_error(a.acc, b.acc), rel_tol<T>()) << "acc, " << ctx;
+}
+
+template <class T>
+std::string describe(const Shape& s, const Mask& m, std::uint64_t seed) {
+  std::ostringstream os;
+  os << type_name<T>() << " seed " << seed << " B" << s.B << " Sq" << s.Sq << " Sk" << s.Sk << " H" << s.H << "/"
+     << s.Hkv << " D" << s.D << " mask " << (m.kind == MaskKind::Causal ? "causal" : "none") << " q(" << m.q.offset
+     << "," << m.q.stride << ") k(" << m.k.offset << "," << m.k.stride << ")";
+  return os.str();
+}
+
+// ---------------------------------------------------------------------------------
+// Forward
+
+/// One-shot forward on both paths: rule against fp64, states tuned vs portable,
+/// empty rows O = 0 and LSE = -inf, no NaN.
+template <class T>
+void check_fwd(const Shape& s, const Mask& mask) {
+  auto in                = make_inputs<T>(s);
+  const std::string ctx  = describe<T>(s, mask, in.seed);
+  const double scale     = 1.0 / std::sqrt(double(s.D));
+  auto tuned             = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+  auto port              = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+  fwd_update<T>(in.qd, in.kd, in.vd, tuned, mask, KernelPath::Cuda);
+  fwd_update<T>(in.qd, in.kd, in.vd, port, mask, KernelPath::Portable);
+  expect_states_agree<T>(state_to_host(tuned), state_to_host(port), ctx);
+
+  Tensor4<T, Mem> o("o", s.B, s.Sq, s.H, s.D);
+  RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq);
+  attention_finalize(Exec(), tuned, o, lse);
+  const auto ho = to_host(o);
+  const auto hl = stats_to_host(lse);
+
+  HostTensor ro("ro", s.B, s.Sq, s.H, s.D);
+  HostStats rl("rl", s.B, s.H, s.Sq);
+  Testing::reference_fwd(in.q, in.k, in.v, mask, scale, ro, rl);
+  const auto naive = naive_fwd<T>(in.q, in.k, in.v, mask, scale);
+  const std::string msg = rule_check("O", ho, naive, ro);
+  EXPECT_TRUE(msg.empty()) << msg << ", " << ctx;
+  EXPECT_EQ(count_nan(ho), 0) << ctx;
+  double lerr = 0;
+  long bad_empty = 0;
+  for (std::size_t i = 0; i < rl.span(); ++i) {
+    if (std::isinf(rl.data()[i])) {
+      bad_empty += (std::isinf(hl.data()[i]) && hl.data()[i] < 0) ? 0 : 1;
+      continue;
+    }
+    const double e = std::fabs(hl.data()[i] - rl.data()[i]);
+    lerr           = std::isnan(e) ? kInf : std::max(lerr, e);
+  }
+  EXPECT_EQ(bad_empty, 0) << "empty rows must give LSE = -inf, " << ctx;
+  EXPECT_LE(lerr, 2e-4) << "LSE, " << ctx;
+}
+
+TYPED_TEST(CudaKernels, ForwardMatchesReferenceAndPortable) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    check_fwd<T>({2, 300, 300, 4, 4, D}, Mask::causal());
+    check_fwd<T>({1, 257, 190, 4, 2, D}, Mask::none());  // GQA, ragged tiles, Sq != Sk
+    check_fwd<T>({1, 190, 257, 6, 3, D}, Mask::causal({67, 1}, {0, 1}));
+    check_fwd<T>({1, 1, 1, 1, 1, D}, Mask::causal());
+    check_fwd<T>({1, 3, 200, 2, 1, D}, Mask::none());
+  }
+}
+
+// Attention2D cyclic shards and step-like patterns (SPEC §1.5).
+TYPED_TEST(CudaKernels, ForwardStridedMasks) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    check_fwd<T>({1, 160, 160, 2, 2, D}, Mask::causal({1, 4}, {2, 4}));    // strictly lower
+    check_fwd<T>({1, 160, 160, 2, 2, D}, Mask::causal({3, 4}, {2, 4}));    // lower incl. diagonal
+    check_fwd<T>({1, 100, 200, 2, 1, D}, Mask::causal({1, 4}, {0, 2}));    // step-like
+    check_fwd<T>({1, 130, 130, 2, 2, D}, Mask::causal({1000, 1}, {0, 1})); // fully visible
+    check_fwd<T>({1, 150, 300, 2, 2, D}, Mask::causal({0, 3}, {5, 1}));    // rows 0, 1 empty
+  }
+}
+
+// Long enough for many query and key tiles, skipped tiles and the masked band.
+TYPED_TEST(CudaKernels, ForwardLongCausal) {
+  using T = TypeParam;
+  check_fwd<T>({1, 1031, 1031, 2, 1, 128}, Mask::causal());
+  check_fwd<T>({1, 700, 1100, 2, 2, 64}, Mask::causal({400, 1}, {0, 1}));
+}
+
+// Rows whose every key lies in the future: O = 0, LSE = -inf, state untouched.
+TYPED_TEST(CudaKernels, ForwardEmptyRowsAndFullyMaskedBlocks) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    check_fwd<T>({1, 40, 40, 2, 2, D}, Mask::causal({0, 1}, {5, 1}));  // rows 0..4 see no key
+
+    // A block entirely in the future of the query rows leaves a populated state bit for bit.
+    const Shape s{1, 70, 90, 2, 1, D};
+    auto in = make_inputs<T>(s);
+    auto st = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+    fwd_update<T>(in.qd, in.kd, in.vd, st, Mask::causal({100, 1}, {0, 1}), KernelPath::Cuda);
+    const auto before = state_to_host(st);
+    fwd_update<T>(in.qd, in.kd, in.vd, st, Mask::causal({0, 1}, {500, 1}), KernelPath::Cuda);
+    const auto after = state_to_host(st);
+    long changed = 0;
+    for (std::size_t i = 0; i < before.acc.span(); ++i) changed += before.acc.data()[i] != after.acc.data()[i];
+    for (std::size_t i = 0; i < before.m.span(); ++i)
+      changed += (before.m.data()[i] != after.m.data()[i]) + (before.l.data()[i] != after.l.data()[i]);
+    EXPECT_EQ(changed, 0) << "a fully masked block changed the state, " << type_name<T>() << " D" << D;
+  }
+}
+
+// K/V split into pieces (LayoutStride subviews), folded one after the other into the
+// SAME state, mixing tuned and portable calls: equals the one-shot reference.
+TYPED_TEST(CudaKernels, ForwardSplitUpdatesFoldIntoOneState) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    const Shape s{2, 150, 333, 4, 2, D};
+    auto in = make_inputs<T>(s);
+    std::mt19937 gen(unsigned(in.seed));
+    for (const Mask base : {Mask::none(), Mask::causal({200, 1}, {0, 1})}) {
+      std::vector<int> cuts{0, s.Sk, 1 + int(gen() % (s.Sk - 1)), 1 + int(gen() % (s.Sk - 1))};
+      std::sort(cuts.begin(), cuts.end());
+      std::vector<int> order{0, 1, 2};
+      std::shuffle(order.begin(), order.end(), gen);
+      auto tuned = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+      auto port  = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+      for (int n = 0; n < 3; ++n) {
+        const int piece = order[std::size_t(n)];
+        const int a = cuts[std::size_t(piece)], e = cuts[std::size_t(piece) + 1];
+        if (e == a) continue;
+        const auto A = Kokkos::ALL;
+        auto kp = Kokkos::subview(in.kd, A, std::make_pair(a, e), A, A);
+        auto vp = Kokkos::subview(in.vd, A, std::make_pair(a, e), A, A);
+        Mask m  = base;
+        m.k.offset += base.k.stride * a;
+        // The second fold goes through the portable kernel: the tuned kernel must
+        // read and extend a state written by anyone.
+        fwd_update<T>(in.qd, kp, vp, tuned, m, n == 1 ? KernelPath::Portable : KernelPath::Cuda);
+        fwd_update<T>(in.qd, kp, vp, port, m, KernelPath::Portable);
+      }
+      const std::string ctx = describe<T>(s, base, in.seed) + " cuts " + std::to_string(cuts[1]) + "," +
+                              std::to_string(cuts[2]);
+      expect_states_agree<T>(state_to_host(tuned), state_to_host(port), ctx);
+      Tensor4<T, Mem> o("o", s.B, s.Sq, s.H, s.D);
+      RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq);
+      attention_finalize(Exec(), tuned, o, lse);
+      const double scale = 1.0 / std::sqrt(double(D));
+      HostTensor ro("ro", s.B, s.Sq, s.H, s.D);
+      HostStats rl("rl", s.B, s.H, s.Sq);
+      Testing::reference_fwd(in.q, in.k, in.v, base, scale, ro, rl);
+      const std::string msg = rule_check("O", to_host(o), naive_fwd<T>(in.q, in.k, in.v, base, scale), ro);
+      EXPECT_TRUE(msg.empty()) << msg << ", " << ctx;
+    }
+  }
+}
+
+// Q, K, V as strided subviews of larger tensors (rows of a longer sequence, a subset
+// of heads), and the state's statistics as subviews of longer rows.
+TYPED_TEST(CudaKernels, ForwardStridedViews) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    const Shape s{1, 120, 140, 2, 2, D};
+    auto in = make_inputs<T>(s);
+    const auto A = Kokkos::ALL;
+    Tensor4<T, Mem> qbig("qbig", s.B, s.Sq + 37, s.H + 3, D), kbig("kbig", s.B, s.Sk + 11, s.Hkv + 1, D),
+        vbig("vbig", s.B, s.Sk + 5, s.Hkv + 2, D);
+    auto q = Kokkos::subview(qbig, A, std::make_pair(37, 37 + s.Sq), std::make_pair(1, 1 + s.H), A);
+    auto k = Kokkos::subview(kbig, A, std::make_pair(11, 11 + s.Sk), std::make_pair(1, 1 + s.Hkv), A);
+    auto v = Kokkos::subview(vbig, A, std::make_pair(0, s.Sk), std::make_pair(2, 2 + s.Hkv), A);
+    Kokkos::deep_copy(q, in.qd);
+    Kokkos::deep_copy(k, in.kd);
+    Kokkos::deep_copy(v, in.vd);
+    // State: acc rows inside a longer acc, m/l inside longer rows.
+    Tensor4<Acc, Mem> accbig("accbig", s.B, s.Sq + 8, s.H, D);
+    RowStats<Acc, Mem> mbig("mbig", s.B, s.H, s.Sq + 9), lbig("lbig", s.B, s.H, s.Sq + 9);
+    Kokkos::deep_copy(accbig, 0.f);
+    Kokkos::deep_copy(mbig, -std::numeric_limits<float>::infinity());
+    Kokkos::deep_copy(lbig, 0.f);
+    auto acc = Kokkos::subview(accbig, A, std::make_pair(8, 8 + s.Sq), A, A);
+    auto m   = Kokkos::subview(mbig, A, A, std::make_pair(9, 9 + s.Sq));
+    auto l   = Kokkos::subview(lbig, A, A, std::make_pair(9, 9 + s.Sq));
+    const Mask mask    = Mask::causal({20, 1}, {0, 1});
+    const double scale = 1.0 / std::sqrt(double(D));
+    ASSERT_TRUE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), q, k, v, acc, m, l, mask, scale)))
+        << "tuned forward declined strided views";
+    auto port = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+    fwd_update<T>(in.qd, in.kd, in.vd, port, mask, KernelPath::Portable);
+    State tuned{Tensor4<Acc, Mem>("acc", s.B, s.Sq, s.H, D), RowStats<Acc, Mem>("m", s.B, s.H, s.Sq),
+                RowStats<Acc, Mem>("l", s.B, s.H, s.Sq)};
+    Kokkos::deep_copy(tuned.acc, acc);
+    Kokkos::deep_copy(tuned.m, m);
+    Kokkos::deep_copy(tuned.l, l);
+    expect_states_agree<T>(state_to_host(tuned), state_to_host(port), describe<T>(s, mask, in.seed) + " strided");
+    // Nothing outside the subviews was written.
+    const auto hab = to_host(accbig);
+    long outside = 0;
+    for (int i = 0; i < 8; ++i)
+      for (int h = 0; h < s.H; ++h)
+        for (int d = 0; d < D; ++d) outside += hab(0, i, h, d) != 0.0;
+    const auto hmb = stats_to_host(mbig);
+    for (int h = 0; h < s.H; ++h)
+      for (int i = 0; i < 9; ++i) outside += !std::isinf(hmb(0, h, i));
+    EXPECT_EQ(outside, 0) << "writes outside the state subviews";
+  }
+}
+
+// The public API picks the tuned kernel on Cuda (Auto and Cuda give the same bits),
+// and declines head_dim 96 (the portable kernel runs instead).
+TYPED_TEST(CudaKernels, DispatchSeam) {
+  using T = TypeParam;
+  static_assert(Impl::tuned_attn_avail<Kokkos::Cuda, T>::value, "bf16/fp16 must be tuned on Cuda");
+  const Shape s{1, 100, 100, 2, 2, 128};
+  auto in = make_inputs<T>(s);
+  auto a  = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+  auto b  = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+  AttnOptions opts;
+  opts.mask = Mask::causal();
+  attention_fwd_update(Exec(), in.qd, in.kd, in.vd, a, opts);  // Auto
+  fwd_update<T>(in.qd, in.kd, in.vd, b, opts.mask, KernelPath::Cuda);
+  const auto ha = state_to_host(a), hb = state_to_host(b);
+  for (std::size_t i = 0; i < ha.acc.span(); ++i) ASSERT_EQ(ha.acc.data()[i], hb.acc.data()[i]);
+
+  const Shape s96{1, 20, 20, 2, 2, 96};
+  auto in96 = make_inputs<T>(s96);
+  auto st   = make_state<Acc>(Exec(), s96.B, s96.Sq, s96.H, s96.D);
+  EXPECT_FALSE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), in96.qd, in96.kd, in96.vd, st.acc, st.m, st.l,
+                                                       opts.mask, 0.1)));
+}
+
+// ---------------------------------------------------------------------------------
+// Backward
+
+/// Gradient accumulators start from random values (the update must add, not
+/// overwrite); returns the increments.
+template <class T>
+void check_bwd(const Shape& s, const Mask& mask) {
+  auto in               = make_inputs<T>(s);
+  const std::string ctx = describe<T>(s, mask, in.seed);
+  const double scale    = 1.0 / std::sqrt(double(s.D));
+  HostTensor dout("dout", s.B, s.Sq, s.H, s.D);
+  Testing::fill_random(dout, in.seed + 3);
+  dout     = rounded<T>(dout);
+  auto ddo = to_device<T>(dout, "dout");
+
+  // Forward through the tuned path (as a user would), then Delta from the final O.
+  auto st = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
+  fwd_update<T>(in.qd, in.kd, in.vd, st, mask, KernelPath::Cuda);
+  Tensor4<T, Mem> o("o", s.B, s.Sq, s.H, s.D);
+  RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq), delta("delta", s.B, s.H, s.Sq);
+  attention_finalize(Exec(), st, o, lse);
+  attention_bwd_delta(Exec(), o, ddo, delta);
+
+  HostTensor g0q("g0q", s.B, s.Sq, s.H, s.D), g0k("g0k", s.B, s.Sk, s.Hkv, s.D), g0v("g0v", s.B, s.Sk, s.Hkv, s.D);
+  Testing::fill_random(g0q, in.seed + 7, 0.25);
+  Testing::fill_random(g0k, in.seed + 8, 0.25);
+  Testing::fill_random(g0v, in.seed + 9, 0.25);
+  for (HostTensor* g : {&g0q, &g0k, &g0v})  // exactly representable in the fp32 accumulators
+    for (std::size_t i = 0; i < g->span(); ++i) g->data()[i] = double(float(g->data()[i]));
+  auto run = [&](KernelPath path, HostTensor& dq, HostTensor& dk, HostTensor& dv) {
+    auto gq = to_device<Acc>(g0q, "gq"), gk = to_device<Acc>(g0k, "gk"), gv = to_device<Acc>(g0v, "gv");
+    bwd_update<T>(in.qd, in.kd, in.vd, ddo, lse, delta, gq, gk, gv, mask, path);
+    dq = to_host(gq);
+    dk = to_host(gk);
+    dv = to_host(gv);
+    for (std::size_t i = 0; i < dq.span(); ++i) dq.data()[i] -= g0q.data()[i];
+    for (std::size_t i = 0; i < dk.span(); ++i) dk.data()[i] -= g0k.data()[i];
+    for (std::size_t i = 0; i < dv.span(); ++i) dv.data()[i] -= g0v.data()[i];
+  };
+  HostTensor tq, tk, tv, pq, pk, pv;
+  run(KernelPath::Cuda, tq, tk, tv);
+  if (::testing::Test::HasFatalFailure()) return;
+  run(KernelPath::Portable, pq, pk, pv);
+
+  HostTensor rdq("rdq", s.B, s.Sq, s.H, s.D), rdk("rdk", s.B, s.Sk, s.Hkv, s.D), rdv("rdv", s.B, s.Sk, s.Hkv, s.D);
+  Testing::reference_bwd(in.q, in.k, in.v, dout, mask, scale, rdq, rdk, rdv);
+  HostTensor ndq, ndk, ndv;
+  naive_bwd<T>(in.q, in.k, in.v, dout, mask, scale, ndq, ndk, ndv);
+
+  for (const auto& [name, ours, naive, ref, port] :
+       {std::make_tuple("dq", tq, ndq, rdq, pq), std::make_tuple("dk", tk, ndk, rdk, pk),
+        std::make_tuple("dv", tv, ndv, rdv, pv)}) {
+    EXPECT_EQ(count_nan(ours), 0) << name << ", " << ctx;
+    const std::string msg = rule_check(name, rounded_to<T>(ours), naive, ref);
+    EXPECT_TRUE(msg.empty()) << msg << ", " << ctx;
+    // Tuned vs portable, both fp32 accumulations of the same block.
+    EXPECT_LE(Testing::rel_error(ours, port), 2 * rel_tol<T>()) << name << " tuned vs portable, " << ctx;
+  }
+}
+
+TYPED_TEST(CudaKernels, BackwardMatchesReferenceAndPortable) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    check_bwd<T>({1, 300, 300, 4, 2, D}, Mask::causal());  // GQA
+    check_bwd<T>({2, 190, 257, 2, 2, D}, Mask::none());
+    check_bwd<T>({1, 257, 130, 3, 1, D}, Mask::causal({200, 1}, {0, 1}));  // MQA, ragged
+    check_bwd<T>({1, 1, 1, 1, 1, D}, Mask::causal());
+  }
+}
+
+TYPED_TEST(CudaKernels, BackwardStridedMasksAndEmptyRows) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    check_bwd<T>({1, 160, 160, 2, 2, D}, Mask::causal({1, 4}, {2, 4}));
+    check_bwd<T>({1, 160, 160, 2, 2, D}, Mask::causal({3, 4}, {2, 4}));
+    check_bwd<T>({1, 100, 200, 2, 1, D}, Mask::causal({1, 4}, {0, 2}));
+    check_bwd<T>({1, 150, 150, 2, 2, D}, Mask::causal({0, 1}, {5, 1}));  // rows 0..4 empty
+  }
+}
+
+TYPED_TEST(CudaKernels, BackwardLongCausal) {
+  using T = TypeParam;
+  check_bwd<T>({1, 777, 777, 2, 1, 128}, Mask::causal());
+}
+
+// Q split in 2 and K/V in 3 strided pieces: the sum of the tuned per-block updates
+// equals the whole backward (SPEC §1.6 additivity).
+TYPED_TEST(CudaKernels, BackwardSumOfBlocksEqualsWhole) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    const Shape s{1, 237, 237, 4, 2, D};
+    auto in = make_inputs<T>(s);
+    HostTensor dout("dout", s.B, s.Sq, s.H, s.D);
+    Testing::fill_random(dout, in.seed + 3);
+    dout           = rounded<T>(dout);
+    auto ddo       = to_device<T>(dout, "dout");
+    const Mask all = Mask::causal();
+    Tensor4<T, Mem> o("o", s.B, s.Sq, s.H, s.D);
+    RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq), delta("delta", s.B, s.H, s.Sq);
+    AttnOptions opts;
+    opts.mask = all;
+    attention_fwd(Exec(), in.qd, in.kd, in.vd, o, lse, opts);
+    attention_bwd_delta(Exec(), o, ddo, delta);
+    Tensor4<Acc, Mem> gq("gq", s.B, s.Sq, s.H, s.D), gk("gk", s.B, s.Sk, s.Hkv, s.D), gv("gv", s.B, s.Sk, s.Hkv, s.D);
+    const std::vector<int> qc{0, 119, s.Sq}, kc{0, 70, 161, s.Sk};
+    const auto A = Kokkos::ALL;
+    for (std::size_t a = 0; a + 1 < qc.size(); ++a)
+      for (std::size_t c = 0; c + 1 < kc.size(); ++c) {
+        const auto qr = std::make_pair(qc[a], qc[a + 1]);
+        const auto kr = std::make_pair(kc[c], kc[c + 1]);
+        bwd_update<T>(Kokkos::subview(in.qd, A, qr, A, A), Kokkos::subview(in.kd, A, kr, A, A),
+                      Kokkos::subview(in.vd, A, kr, A, A), Kokkos::subview(ddo, A, qr, A, A),
+                      Kokkos::subview(lse, A, A, qr), Kokkos::subview(delta, A, A, qr),
+                      Kokkos::subview(gq, A, qr, A, A), Kokkos::subview(gk, A, kr, A, A),
+                      Kokkos::subview(gv, A, kr, A, A), Mask::causal({qc[a], 1}, {kc[c], 1}), KernelPath::Cuda);
+      }
+    const double scale = 1.0 / std::sqrt(double(D));
+    HostTensor rdq("rdq", s.B, s.Sq, s.H, s.D), rdk("rdk", s.B, s.Sk, s.Hkv, s.D), rdv("rdv", s.B, s.Sk, s.Hkv, s.D);
+    Testing::reference_bwd(in.q, in.k, in.v, dout, all, scale, rdq, rdk, rdv);
+    HostTensor ndq, ndk, ndv;
+    naive_bwd<T>(in.q, in.k, in.v, dout, all, scale, ndq, ndk, ndv);
+    const std::string ctx = describe<T>(s, all, in.seed) + " blocks";
+    for (const auto& [name, ours, naive, ref] : {std::make_tuple("dq", to_host(gq), ndq, rdq),
+                                                 std::make_tuple("dk", to_host(gk), ndk, rdk),
+                                                 std::make_tuple("dv", to_host(gv), ndv, rdv)}) {
+      const std::string msg = rule_check(name, rounded_to<T>(ours), naive, ref);
+      EXPECT_TRUE(msg.empty()) << msg << ", " << ctx;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace DistAttn::Test
