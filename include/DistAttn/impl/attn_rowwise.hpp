@@ -7,26 +7,54 @@
 
 namespace DistAttn::Impl {
 
+// Element-wise kernels walk the [B, S, H, D] tensors in memory order (one
+// thread per element, consecutive threads on consecutive addresses) and re-read
+// the row statistics, which stay in cache: a thread per row looping over D would
+// make every warp touch 32 rows H*D elements apart.
+struct Index4 {
+  long S, H, D;
+  KOKKOS_INLINE_FUNCTION void operator()(long idx, int& b, int& i, int& h, int& j) const {
+    j = int(idx % D);
+    idx /= D;
+    h = int(idx % H);
+    idx /= H;
+    i = int(idx % S);
+    b = int(idx / S);
+  }
+};
+
 /// into <- merge(into, from) for every (b, h, row); both states cover the same rows.
+/// Two kernels: the accumulator first (it needs the old maxima), then m and l.
 template <class Exec, class AccA, class StatA, class AccB, class StatB>
 void merge_states(const Exec& exec, const AccA& acc_a, const StatA& m_a, const StatA& l_a,
                   const AccB& acc_b, const StatB& m_b, const StatB& l_b) {
   using Acc     = typename AccA::non_const_value_type;
-  const int B   = int(acc_a.extent(0));
-  const int S   = int(acc_a.extent(1));
-  const int H   = int(acc_a.extent(2));
-  const int D   = int(acc_a.extent(3));
-  const int rows = B * H * S;
+  const long B = long(acc_a.extent(0)), S = long(acc_a.extent(1)), H = long(acc_a.extent(2)),
+             D = long(acc_a.extent(3));
+  const Index4 ix{S, H, D};
   Kokkos::parallel_for(
-      "DistAttn::attention_merge", Kokkos::RangePolicy<Exec>(exec, 0, rows), KOKKOS_LAMBDA(int idx) {
-        const int i = idx % S, h = (idx / S) % H, b = idx / (S * H);
+      "DistAttn::attention_merge.acc", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * S * H * D),
+      KOKKOS_LAMBDA(long idx) {
+        int b, i, h, j;
+        ix(idx, b, i, h, j);
         const Acc ninf = -compat::infinity<Acc>();
-        const Acc ma = m_a(b, h, i), mb = m_b(b, h, i);
+        const Acc ma = m_a(b, h, i), mb = Acc(m_b(b, h, i));
         const Acc mm = ma > mb ? ma : mb;
         if (mm == ninf) return;  // both empty: exp(-inf - -inf) would be NaN
         const Acc ea = ma == ninf ? Acc(0) : compat::math::exp(ma - mm);
         const Acc eb = mb == ninf ? Acc(0) : compat::math::exp(mb - mm);
-        for (int j = 0; j < D; ++j) acc_a(b, i, h, j) = ea * acc_a(b, i, h, j) + eb * Acc(acc_b(b, i, h, j));
+        acc_a(b, i, h, j) = ea * acc_a(b, i, h, j) + eb * Acc(acc_b(b, i, h, j));
+      });
+  Kokkos::parallel_for(
+      "DistAttn::attention_merge.stats", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * H * S),
+      KOKKOS_LAMBDA(long idx) {
+        const int i = int(idx % S), h = int((idx / S) % H), b = int(idx / (S * H));
+        const Acc ninf = -compat::infinity<Acc>();
+        const Acc ma = m_a(b, h, i), mb = Acc(m_b(b, h, i));
+        const Acc mm = ma > mb ? ma : mb;
+        if (mm == ninf) return;
+        const Acc ea = ma == ninf ? Acc(0) : compat::math::exp(ma - mm);
+        const Acc eb = mb == ninf ? Acc(0) : compat::math::exp(mb - mm);
         l_a(b, h, i) = ea * l_a(b, h, i) + eb * Acc(l_b(b, h, i));
         m_a(b, h, i) = mm;
       });
@@ -39,22 +67,22 @@ void finalize_state(const Exec& exec, const AccV& acc, const StatV& m, const Sta
   using Acc   = typename AccV::non_const_value_type;
   using OT    = typename OV::non_const_value_type;
   using LT    = typename LseV::non_const_value_type;
-  const int B = int(acc.extent(0));
-  const int S = int(acc.extent(1));
-  const int H = int(acc.extent(2));
-  const int D = int(acc.extent(3));
+  const long B = long(acc.extent(0)), S = long(acc.extent(1)), H = long(acc.extent(2)), D = long(acc.extent(3));
+  const Index4 ix{S, H, D};
   Kokkos::parallel_for(
-      "DistAttn::attention_finalize", Kokkos::RangePolicy<Exec>(exec, 0, B * H * S), KOKKOS_LAMBDA(int idx) {
-        const int i = idx % S, h = (idx / S) % H, b = idx / (S * H);
+      "DistAttn::attention_finalize.o", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * S * H * D),
+      KOKKOS_LAMBDA(long idx) {
+        int b, i, h, j;
+        ix(idx, b, i, h, j);
         const Acc li = l(b, h, i);
-        if (!(li > Acc(0))) {
-          for (int j = 0; j < D; ++j) o(b, i, h, j) = OT(0.0f);
-          lse(b, h, i) = -compat::infinity<LT>();
-          return;
-        }
-        const Acc inv = Acc(1) / li;
-        for (int j = 0; j < D; ++j) o(b, i, h, j) = OT(acc(b, i, h, j) * inv);
-        lse(b, h, i) = LT(m(b, h, i) + compat::math::log(li));
+        o(b, i, h, j) = li > Acc(0) ? OT(acc(b, i, h, j) / li) : OT(0.0f);
+      });
+  Kokkos::parallel_for(
+      "DistAttn::attention_finalize.lse", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * H * S),
+      KOKKOS_LAMBDA(long idx) {
+        const int i = int(idx % S), h = int((idx / S) % H), b = int(idx / (S * H));
+        const Acc li = l(b, h, i);
+        lse(b, h, i) = li > Acc(0) ? LT(m(b, h, i) + compat::math::log(li)) : -compat::infinity<LT>();
       });
 }
 
@@ -68,7 +96,8 @@ void compute_delta(const Exec& exec, const OV& o, const DOV& dout, const DeltaV&
   const int D = int(o.extent(3));
   Kokkos::parallel_for(
       "DistAttn::attention_bwd_delta", Kokkos::RangePolicy<Exec>(exec, 0, B * H * S), KOKKOS_LAMBDA(int idx) {
-        const int i = idx % S, h = (idx / S) % H, b = idx / (S * H);
+        // heads fastest: neighbouring threads read neighbouring D-vectors
+        const int h = idx % H, i = (idx / H) % S, b = idx / (S * H);
         Acc s = Acc(0);
         for (int j = 0; j < D; ++j) s += Acc(o(b, i, h, j)) * Acc(dout(b, i, h, j));
         delta(b, h, i) = s;
@@ -79,12 +108,14 @@ void compute_delta(const Exec& exec, const OV& o, const DOV& dout, const DeltaV&
 template <class Exec, class SrcV, class DstV>
 void convert4(const Exec& exec, const SrcV& src, const DstV& dst, const char* label) {
   using DT     = typename DstV::non_const_value_type;
-  const int n0 = int(src.extent(0)), n1 = int(src.extent(1)), n2 = int(src.extent(2)),
-            n3 = int(src.extent(3));
+  const long n0 = long(src.extent(0)), n1 = long(src.extent(1)), n2 = long(src.extent(2)),
+             n3 = long(src.extent(3));
+  const Index4 ix{n1, n2, n3};
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec>(exec, 0, n0 * n1 * n2), KOKKOS_LAMBDA(int idx) {
-        const int c = idx % n2, b = (idx / n2) % n1, a = idx / (n1 * n2);
-        for (int j = 0; j < n3; ++j) dst(a, b, c, j) = DT(src(a, b, c, j));
+      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, n0 * n1 * n2 * n3), KOKKOS_LAMBDA(long idx) {
+        int a, b, c, j;
+        ix(idx, a, b, c, j);
+        dst(a, b, c, j) = DT(src(a, b, c, j));
       });
 }
 

@@ -2,18 +2,21 @@
 // Element-wise helpers the schedules need between tile calls.
 
 #include <DistAttn/core/types.hpp>
+#include <DistAttn/impl/attn_rowwise.hpp>
 
 namespace DistAttn::Impl {
 
 /// y += x for rank-4 views of equal extents (gradient partials are plain sums, SPEC §1.6).
 template <class Exec, class X, class Y>
 void add4(const Exec& exec, const X& x, const Y& y, const char* label) {
-  using YT     = typename Y::non_const_value_type;
-  const int n0 = int(y.extent(0)), n1 = int(y.extent(1)), n2 = int(y.extent(2)), n3 = int(y.extent(3));
+  using YT      = typename Y::non_const_value_type;
+  const long n0 = long(y.extent(0)), n1 = long(y.extent(1)), n2 = long(y.extent(2)), n3 = long(y.extent(3));
+  const Index4 ix{n1, n2, n3};
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec>(exec, 0, n0 * n1 * n2), KOKKOS_LAMBDA(int idx) {
-        const int c = idx % n2, b = (idx / n2) % n1, a = idx / (n1 * n2);
-        for (int j = 0; j < n3; ++j) y(a, b, c, j) += YT(x(a, b, c, j));
+      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, n0 * n1 * n2 * n3), KOKKOS_LAMBDA(long idx) {
+        int a, b, c, j;
+        ix(idx, a, b, c, j);
+        y(a, b, c, j) += YT(x(a, b, c, j));
       });
 }
 
