@@ -58,10 +58,18 @@ Problem make_problem(int B, int c, int H, int Hkv, int D) {
   return p;
 }
 
-HostTensor chunk_of(const HostTensor& g, int rank, int c) {
-  auto sub = Kokkos::subview(g, Kokkos::ALL, std::make_pair(rank * c, (rank + 1) * c), Kokkos::ALL, Kokkos::ALL);
-  HostTensor out("chunk", sub.extent(0), sub.extent(1), sub.extent(2), sub.extent(3));
-  Kokkos::deep_copy(out, sub);
+/// Rows of rank `rank`: chunk `rank` (contiguous), or half-chunks rank and
+/// 2P-1-rank (zigzag).
+HostTensor chunk_of(const HostTensor& g, int rank, int c, RingKind kind = RingKind::Vanilla) {
+  const int P = int(g.extent(1)) / c;
+  HostTensor out("chunk", g.extent(0), c, g.extent(2), g.extent(3));
+  for (int i = 0; i < c; ++i) {
+    int pos = rank * c + i;
+    if (kind == RingKind::Zigzag) pos = i < c / 2 ? rank * (c / 2) + i : (2 * P - 1 - rank) * (c / 2) + i - c / 2;
+    for (std::size_t b = 0; b < g.extent(0); ++b)
+      for (std::size_t h = 0; h < g.extent(2); ++h)
+        for (std::size_t d = 0; d < g.extent(3); ++d) out(b, i, h, d) = g(b, pos, h, d);
+  }
   return out;
 }
 
@@ -76,10 +84,10 @@ Outputs run_ring(const Problem& p, RingKind kind, double delay_ms = 0.0) {
   opts.kind          = kind;
   opts.recv_delay_ms = delay_ms;
   RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
-  auto q = to_device<T>(chunk_of(p.q, p.rank, p.c), "q");
-  auto k = to_device<T>(chunk_of(p.k, p.rank, p.c), "k");
-  auto v = to_device<T>(chunk_of(p.v, p.rank, p.c), "v");
-  auto d = to_device<T>(chunk_of(p.dout, p.rank, p.c), "do");
+  auto q = to_device<T>(chunk_of(p.q, p.rank, p.c, kind), "q");
+  auto k = to_device<T>(chunk_of(p.k, p.rank, p.c, kind), "k");
+  auto v = to_device<T>(chunk_of(p.v, p.rank, p.c, kind), "v");
+  auto d = to_device<T>(chunk_of(p.dout, p.rank, p.c, kind), "do");
   Tensor4<T, Mem> o("o", p.B, p.c, p.H, p.D), dq("dq", p.B, p.c, p.H, p.D), dk("dk", p.B, p.c, p.Hkv, p.D),
       dv("dv", p.B, p.c, p.Hkv, p.D);
   RowStats<Acc, Mem> lse("lse", p.B, p.H, p.c);
@@ -95,33 +103,36 @@ Outputs run_ring(const Problem& p, RingKind kind, double delay_ms = 0.0) {
   return out;
 }
 
-void expect_matches_reference(const Problem& p, const Outputs& out, const char* what) {
+void expect_matches_reference(const Problem& p, const Outputs& out, RingKind kind, const char* what = "") {
   const double tol = 1e-11;
-  const std::string ctx = std::string(what) + " P=" + std::to_string(p.P) + " rank " + std::to_string(p.rank) +
+  const std::string ctx = std::string(to_string(kind)) + " " + what + " P=" + std::to_string(p.P) + " rank " + std::to_string(p.rank) +
                           " seed " + std::to_string(p.seed);
-  EXPECT_LE(Testing::rel_error(out.o, chunk_of(p.ro, p.rank, p.c)), tol) << "O " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dq, chunk_of(p.rdq, p.rank, p.c)), tol) << "dQ " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dk, chunk_of(p.rdk, p.rank, p.c)), tol) << "dK " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dv, chunk_of(p.rdv, p.rank, p.c)), tol) << "dV " << ctx;
+  EXPECT_LE(Testing::rel_error(out.o, chunk_of(p.ro, p.rank, p.c, kind)), tol) << "O " << ctx;
+  EXPECT_LE(Testing::rel_error(out.dq, chunk_of(p.rdq, p.rank, p.c, kind)), tol) << "dQ " << ctx;
+  EXPECT_LE(Testing::rel_error(out.dk, chunk_of(p.rdk, p.rank, p.c, kind)), tol) << "dK " << ctx;
+  EXPECT_LE(Testing::rel_error(out.dv, chunk_of(p.rdv, p.rank, p.c, kind)), tol) << "dV " << ctx;
 }
 
 class RingAttentionTest : public ::testing::TestWithParam<RingKind> {};
 
 // Chunk lengths that are not multiples of any tile size.
+/// Zigzag needs an even chunk (two halves); keep the others odd.
+int chunk_len(int c) { return ::testing::TestWithParam<RingKind>::GetParam() == RingKind::Zigzag ? c + 1 : c; }
+
 TEST_P(RingAttentionTest, MhaMatchesReference) {
-  const auto p = make_problem(1, 37, 2, 2, 64);
-  expect_matches_reference(p, run_ring(p, GetParam()), to_string(GetParam()));
+  const auto p = make_problem(1, chunk_len(37), 2, 2, 64);
+  expect_matches_reference(p, run_ring(p, GetParam()), GetParam());
 }
 
 TEST_P(RingAttentionTest, GqaMatchesReference) {
-  const auto p = make_problem(2, 19, 4, 1, 32);
-  expect_matches_reference(p, run_ring(p, GetParam()), to_string(GetParam()));
-  const auto p2 = make_problem(1, 23, 6, 2, 64);
-  expect_matches_reference(p2, run_ring(p2, GetParam()), to_string(GetParam()));
+  const auto p = make_problem(2, chunk_len(19), 4, 1, 32);
+  expect_matches_reference(p, run_ring(p, GetParam()), GetParam());
+  const auto p2 = make_problem(1, chunk_len(23), 6, 2, 64);
+  expect_matches_reference(p2, run_ring(p2, GetParam()), GetParam());
 }
 
 TEST_P(RingAttentionTest, BitwiseReproducibleAndTimingIndependent) {
-  const auto p  = make_problem(1, 29, 2, 1, 64);
+  const auto p  = make_problem(1, chunk_len(29), 2, 1, 64);
   const auto a  = run_ring(p, GetParam());
   const auto b  = run_ring(p, GetParam());
   const auto cd = run_ring(p, GetParam(), /*delay_ms=*/3.0);
@@ -130,7 +141,7 @@ TEST_P(RingAttentionTest, BitwiseReproducibleAndTimingIndependent) {
                       std::make_pair(&a.dk, &other->dk), std::make_pair(&a.dv, &other->dv)})
       for (std::size_t i = 0; i < pair.first->span(); ++i)
         ASSERT_EQ(pair.first->data()[i], pair.second->data()[i]) << "element " << i << " rank " << p.rank;
-  expect_matches_reference(p, cd, "delayed");
+  expect_matches_reference(p, cd, GetParam(), "delayed");
 }
 
 TEST_P(RingAttentionTest, BytesMatchVolumeModel) {
@@ -160,9 +171,13 @@ TEST(RingAttentionErrors, RejectsWrongChunkShape) {
   RowStats<Acc, Mem> lse("lse", 1, 2, 9);
   EXPECT_THROW(ring.forward(q, k, v, o, lse), InvalidArgument);
   EXPECT_THROW((RingAttention<T, MpiSpace, Exec>(comm, Exec(), 1, 8, 3, 2, 64)), InvalidArgument);
+  RingOptions zz;
+  zz.kind = RingKind::Zigzag;
+  EXPECT_THROW((RingAttention<T, MpiSpace, Exec>(comm, Exec(), 1, 7, 2, 2, 64, zz)), InvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, RingAttentionTest, ::testing::Values(RingKind::Vanilla, RingKind::Balanced),
+INSTANTIATE_TEST_SUITE_P(Kinds, RingAttentionTest,
+                         ::testing::Values(RingKind::Vanilla, RingKind::Balanced, RingKind::Zigzag),
                          [](const ::testing::TestParamInfo<RingKind>& i) { return std::string(to_string(i.param)); });
 
 }  // namespace

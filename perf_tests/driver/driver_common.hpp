@@ -65,7 +65,8 @@ Testing::HostTensor to_host_f64(const V& d) {
   return out;
 }
 
-/// Gathers every rank's local rows (rows at global positions pos_of(rank)(i)) into
+/// Gathers every rank's local rows (local row i of rank r is at global position
+/// pos_of(r, i)) into
 /// one global [B, N, H, D] tensor on rank 0; rows at positions >= N are dropped.
 template <class PosOf>
 Testing::HostTensor gather_rows(const Testing::HostTensor& local, long N, PosOf pos_of, MPI_Comm comm) {
@@ -79,11 +80,10 @@ Testing::HostTensor gather_rows(const Testing::HostTensor& local, long N, PosOf 
   Testing::HostTensor g("gathered", B, rank == 0 ? N : 0, H, D);
   if (rank != 0) return g;
   for (int r = 0; r < P; ++r) {
-    const PositionMap pm = pos_of(r);
-    const double* src    = all.data() + std::size_t(r) * local.span();
+    const double* src = all.data() + std::size_t(r) * local.span();
     for (long b = 0; b < B; ++b)
       for (long i = 0; i < n; ++i) {
-        const long p = pm.offset + pm.stride * i;
+        const long p = long(pos_of(r, i));
         if (p >= N) continue;
         for (long h = 0; h < H; ++h)
           for (long d = 0; d < D; ++d) g(b, p, h, d) = src[((b * n + i) * H + h) * D + d];

@@ -15,11 +15,11 @@ namespace DistAttn::Driver {
 template <class T>
 int run_typed(const Options& o, MPI_Comm comm) {
   if (o.schedule == "local") return run_local<T>(o, comm);
-  if (o.schedule == "ring" || o.schedule == "balanced") return run_ring<T>(o, comm);
+  if (o.schedule == "ring" || o.schedule == "balanced" || o.schedule == "zigzag") return run_ring<T>(o, comm);
 #if DISTATTN_DRIVER_HAS_GRID2D
   if (o.schedule == "grid2d-no" || o.schedule == "grid2d-o") return run_grid2d<T>(o, comm);
 #endif
-  throw InvalidArgument("--schedule '" + o.schedule + "' is not one of local, ring, balanced" +
+  throw InvalidArgument("--schedule '" + o.schedule + "' is not one of local, ring, balanced, zigzag" +
                         (DISTATTN_DRIVER_HAS_GRID2D ? ", grid2d-no, grid2d-o" : ""));
 }
 

@@ -151,7 +151,7 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
 
   int rc = 0;
   if (o.check) {
-    auto pos_of = [P](int r) { return PositionMap{long(r), long(P)}; };
+    auto pos_of = [P](int r, long i) { return long(r) + long(P) * i; };
     auto go_    = gather_rows(to_host_f64(out), N, pos_of, mpi);
     auto gq     = gather_rows(to_host_f64(dq), N, pos_of, mpi);
     auto gk     = gather_rows(to_host_f64(dk), N, pos_of, mpi);

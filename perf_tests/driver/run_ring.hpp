@@ -98,24 +98,42 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   using Acc    = accum_t<T>;
   const int P  = comm.size(), rank = comm.rank();
   const long N = o.seq;
-  const int c  = int((N + P - 1) / P);  // padded at the end (exact for causal; see ring_attention.hpp)
+  const bool zz = o.schedule == "zigzag";
+  // Padded at the end (exact for causal; see ring_attention.hpp); zigzag needs
+  // 2P equal half-chunks.
+  const int c = zz ? 2 * int((N + 2 * P - 1) / (2 * P)) : int((N + P - 1) / P);
   DISTATTN_REQUIRE(o.causal, "distattn-run", "the ring schedules compute causal attention only (--causal 1)");
   RingOptions ro;
-  ro.kind          = o.schedule == "ring" ? RingKind::Vanilla : RingKind::Balanced;
+  ro.kind = o.schedule == "ring" ? RingKind::Vanilla : (zz ? RingKind::Zigzag : RingKind::Balanced);
   ro.recv_delay_ms = o.delay_ms;
   RingAttention<T, CommSpace, Exec> ring(comm, compute, o.batch, c, o.heads, o.kv_heads, o.dim, ro);
   if (o.print_schedule && rank == 0) std::cout << to_string(ring.schedule(), Pass::Forward) << '\n';
 
-  const PositionMap mine{long(rank) * c, 1};
   Tensor4<T, Mem> q("q", o.batch, c, o.heads, o.dim), k("k", o.batch, c, o.kv_heads, o.dim),
       v("v", o.batch, c, o.kv_heads, o.dim), out("o", o.batch, c, o.heads, o.dim),
       dout("do", o.batch, c, o.heads, o.dim), dq("dq", o.batch, c, o.heads, o.dim),
       dk("dk", o.batch, c, o.kv_heads, o.dim), dv("dv", o.batch, c, o.kv_heads, o.dim);
   RowStats<Acc, Mem> lse("lse", o.batch, o.heads, c);
-  fill_global_rows(compute, q, kSeedQ, mine, N, false);
-  fill_global_rows(compute, k, kSeedK, mine, N, false);
-  fill_global_rows(compute, v, kSeedV, mine, N, false);
-  fill_global_rows(compute, dout, kSeedDO, mine, N, /*zero_padding=*/true);
+  // Local row i sits at global position pos(rank, i).
+  auto pos = [c, P, zz](int r, long i) {
+    if (!zz) return long(r) * c + i;
+    const long h = c / 2;
+    return i < h ? long(r) * h + i : long(2 * P - 1 - r) * h + (i - h);
+  };
+  auto fill_all = [&](auto&& view_of) {  // one affine piece at a time
+    const int pieces = zz ? 2 : 1, len = c / pieces;
+    for (int a = 0; a < pieces; ++a) {
+      const PositionMap pm{pos(rank, long(a) * len), 1};
+      view_of(std::make_pair(a * len, (a + 1) * len), pm);
+    }
+  };
+  fill_all([&](auto rows, PositionMap pm) {
+    const auto A = Kokkos::ALL;
+    fill_global_rows(compute, Kokkos::subview(q, A, rows, A, A), kSeedQ, pm, N, false);
+    fill_global_rows(compute, Kokkos::subview(k, A, rows, A, A), kSeedK, pm, N, false);
+    fill_global_rows(compute, Kokkos::subview(v, A, rows, A, A), kSeedV, pm, N, false);
+    fill_global_rows(compute, Kokkos::subview(dout, A, rows, A, A), kSeedDO, pm, N, /*zero_padding=*/true);
+  });
   compat::fence(compute, "distattn-run: inputs ready");
 
   std::vector<double> tf, tb;
@@ -210,7 +228,7 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
 
   int rc = 0;
   if (o.check) {
-    auto pos_of = [c](int r) { return PositionMap{long(r) * c, 1}; };
+    auto pos_of = pos;
     auto go     = gather_rows(to_host_f64(out), N, pos_of, mpi);
     auto gq     = gather_rows(to_host_f64(dq), N, pos_of, mpi);
     auto gk     = gather_rows(to_host_f64(dk), N, pos_of, mpi);

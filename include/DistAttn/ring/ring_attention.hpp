@@ -84,6 +84,9 @@ class RingAttention {
     DISTATTN_REQUIRE(heads % kv_heads == 0, where,
                      "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
     DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
+    DISTATTN_REQUIRE(opts.kind != RingKind::Zigzag || chunk % 2 == 0, where,
+                     "the zigzag assignment splits each rank's chunk in two halves: chunk (" << chunk
+                                                                                             << ") must be even");
   }
 
   const RingSchedule& schedule() const { return schedule_; }
@@ -162,10 +165,16 @@ class RingAttention {
     };
 
     if (nsteps > 1) post_inputs(1);
-    timed([&] {
-      AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_));
-      attention_fwd_update(compute_, q, k, v, own_, ao);
-    });
+    if (zigzag()) {
+      reset_state(compute_, own_z_[0]);
+      reset_state(compute_, own_z_[1]);
+      zigzag_fwd(x, x, q, k, v);
+    } else {
+      timed([&] {
+        AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_));
+        attention_fwd_update(compute_, q, k, v, own_, ao);
+      });
+    }
     for (int t = 1; t < nsteps; ++t) {
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.forward(x, t);
@@ -174,7 +183,9 @@ class RingAttention {
       if (st.compute) {
         const ComputeTask& task = *st.compute;
         const AttnOptions ao    = task_options(task.mask(c_));
-        if (task.own_query) {
+        if (zigzag()) {
+          zigzag_fwd(x, task.k_chunk, q, kbuf_[s], vbuf_[s]);
+        } else if (task.own_query) {
           timed([&] { attention_fwd_update(compute_, q, kbuf_[s], vbuf_[s], own_, ao); });
         } else {
           reset_state(compute_, spart_[s]);
@@ -185,7 +196,11 @@ class RingAttention {
       merge_result(t - 1);  // the partial produced at step t-1 has had a step to travel
     }
     merge_result(nsteps - 1);
-    attention_finalize(compute_, own_, o, lse);
+    if (zigzag()) {
+      for (int a = 0; a < 2; ++a) attention_finalize(compute_, own_z_[a], half(o, a), half_stats(lse, a));
+    } else {
+      attention_finalize(compute_, own_, o, lse);
+    }
     end_pass();
   }
 
@@ -277,10 +292,15 @@ class RingAttention {
     };
 
     if (nsteps > 1) post_inputs(1);
-    timed([&] {
-      AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_));
-      attention_bwd_update(compute_, q, k, v, dout, lse, delta_, gq_, gk_, gv_, ao);
-    });
+    if (zigzag()) {
+      Kokkos::deep_copy(compute_, lse_z_, lse);  // one statistics type for both halves' calls
+      zigzag_bwd(x, x, q, k, v, dout, gk_, gv_);
+    } else {
+      timed([&] {
+        AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_));
+        attention_bwd_update(compute_, q, k, v, dout, lse, delta_, gq_, gk_, gv_, ao);
+      });
+    }
     for (int t = 1; t < nsteps; ++t) {
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.backward(x, t);
@@ -292,9 +312,13 @@ class RingAttention {
         if (task.own_query) {
           Kokkos::deep_copy(compute_, sdk_[s], Acc(0));
           Kokkos::deep_copy(compute_, sdv_[s], Acc(0));
-          timed([&] {
-            attention_bwd_update(compute_, q, kbuf_[s], vbuf_[s], dout, lse, delta_, gq_, sdk_[s], sdv_[s], ao);
-          });
+          if (zigzag()) {
+            zigzag_bwd(x, task.k_chunk, q, kbuf_[s], vbuf_[s], dout, sdk_[s], sdv_[s]);
+          } else {
+            timed([&] {
+              attention_bwd_update(compute_, q, kbuf_[s], vbuf_[s], dout, lse, delta_, gq_, sdk_[s], sdv_[s], ao);
+            });
+          }
         } else {
           Kokkos::deep_copy(compute_, sdq_[s], Acc(0));
           timed([&] {
@@ -334,6 +358,49 @@ class RingAttention {
     Impl::check_finite(compute_, where, "q", q);
     Impl::check_finite(compute_, where, "k", k);
     Impl::check_finite(compute_, where, "v", v);
+  }
+
+  bool zigzag() const { return opts_.kind == RingKind::Zigzag; }
+
+  // Zigzag: local rows [0, c/2) are global half-chunk `rank`, rows [c/2, c) are
+  // half-chunk 2P-1-rank. A block between two ranks' data is up to four
+  // half-blocks; each is skipped, unmasked or causal by its half-chunk ids.
+  template <class V>
+  auto half(const V& v, int a) const {
+    const int h = c_ / 2;
+    return Kokkos::subview(v, Kokkos::ALL, std::make_pair(a * h, (a + 1) * h), Kokkos::ALL, Kokkos::ALL);
+  }
+  template <class V>
+  auto half_stats(const V& v, int a) const {
+    const int h = c_ / 2;
+    return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, std::make_pair(a * h, (a + 1) * h));
+  }
+  template <class F>
+  void for_each_half_block(int qrank, int krank, F&& f) const {
+    const int P = comm_.size();
+    const std::int64_t h = c_ / 2;
+    const std::int64_t qid[2] = {qrank, 2 * P - 1 - qrank}, kid[2] = {krank, 2 * P - 1 - krank};
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b) {
+        if (kid[b] > qid[a]) continue;  // every key after every query
+        f(a, b, kid[b] == qid[a] ? Mask::causal({qid[a] * h, 1}, {kid[b] * h, 1}) : Mask::none());
+      }
+  }
+  template <class QV, class KV, class VV>
+  void zigzag_fwd(int qrank, int krank, const QV& q, const KV& k, const VV& v) {
+    for_each_half_block(qrank, krank, [&](int a, int b, const Mask& m) {
+      timed([&] { attention_fwd_update(compute_, half(q, a), half(k, b), half(v, b), own_z_[a], task_options(m)); });
+    });
+  }
+  template <class QV, class KV, class VV, class DOV, class GK>
+  void zigzag_bwd(int qrank, int krank, const QV& q, const KV& k, const VV& v, const DOV& dout, const GK& dk,
+                  const GK& dv) {
+    for_each_half_block(qrank, krank, [&](int a, int b, const Mask& m) {
+      timed([&] {
+        attention_bwd_update(compute_, half(q, a), half(k, b), half(v, b), half(dout, a), half_stats(lse_z_, a),
+                             half_stats(delta_, a), half(gq_, a), half(dk, b), half(dv, b), task_options(m));
+      });
+    });
   }
 
   AttnOptions task_options(const Mask& mask) const {
@@ -399,6 +466,8 @@ class RingAttention {
   void ensure_forward_workspace() {
     if (fwd_ready_) return;
     own_ = make_state<Acc>(compute_, B_, c_, H_, D_, "DistAttn::ring.state");
+    if (zigzag())
+      for (int a = 0; a < 2; ++a) own_z_[a] = make_state<Acc>(compute_, B_, c_ / 2, H_, D_, "DistAttn::ring.state_half");
     for (int s = 0; s < 2; ++s) {
       alloc_kv(s);
       if (qbuf_[s].size() == 0) qbuf_[s] = TView("DistAttn::ring.q_slot", B_, c_, H_, D_);
@@ -410,6 +479,7 @@ class RingAttention {
   void ensure_backward_workspace() {
     if (bwd_ready_) return;
     delta_ = StatView("DistAttn::ring.delta", B_, H_, c_);
+    if (zigzag()) lse_z_ = StatView("DistAttn::ring.lse", B_, H_, c_);
     gq_    = AccView("DistAttn::ring.dq", B_, c_, H_, D_);
     gk_    = AccView("DistAttn::ring.dk", B_, c_, Hkv_, D_);
     gv_    = AccView("DistAttn::ring.dv", B_, c_, Hkv_, D_);
@@ -447,6 +517,8 @@ class RingAttention {
 
   bool fwd_ready_ = false, bwd_ready_ = false;
   State own_;
+  std::array<State, 2> own_z_;
+  StatView lse_z_;
   std::array<TView, 2> kbuf_, vbuf_, qbuf_, dobuf_;
   std::array<StatView, 2> lsebuf_, delbuf_;
   std::array<State, 2> spart_;

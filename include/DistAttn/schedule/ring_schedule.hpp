@@ -30,7 +30,7 @@ class RingSchedule {
  public:
   RingSchedule(int num_ranks, RingKind kind) : num_ranks_(num_ranks), kind_(kind) {
     DISTATTN_REQUIRE(num_ranks >= 1, "DistAttn::RingSchedule", "P (num_ranks) must be >= 1, got " << num_ranks);
-    num_steps_ = kind == RingKind::Vanilla ? num_ranks : num_ranks / 2 + 1;
+    num_steps_ = kind == RingKind::Balanced ? num_ranks / 2 + 1 : num_ranks;
   }
 
   int num_ranks() const { return num_ranks_; }
@@ -59,6 +59,17 @@ class RingSchedule {
     s.pass = pass;
     s.compute = task_unchecked(rank, t);
     if (t == 0) return s;  // diagonal block, everything local
+
+    if (kind_ == RingKind::Zigzag) {  // a full ring: K/V from (x-t), gradients back to it
+      const int from = (rank - t + P) % P, to = (rank + t) % P;
+      s.recv_input = Transfer{PayloadKind::KV, from, from, t};
+      s.send_input = Transfer{PayloadKind::KV, to, rank, t};
+      if (!fwd) {
+        s.send_result = Transfer{PayloadKind::GradKV, from, from, t};
+        s.recv_result = Transfer{PayloadKind::GradKV, to, rank, t};
+      }
+      return s;
+    }
 
     if (rank >= t) {
       s.recv_input = Transfer{PayloadKind::KV, rank - t, rank - t, t};
@@ -137,12 +148,14 @@ class RingSchedule {
   double idle_fraction_printed() const {
     const double P = num_ranks_;
     if (kind_ == RingKind::Vanilla) return (P * P - P) / (2.0 * P * P);
+    if (kind_ == RingKind::Zigzag) return 0.0;  // not in the paper; no empty slot
     return num_ranks_ % 2 == 1 ? 0.0 : 1.0 / (2.0 * P);
   }
 
  private:
   std::optional<ComputeTask> task_unchecked(int rank, int t) const {
     if (t == 0) return ComputeTask{rank, rank, true, true, true, false};
+    if (kind_ == RingKind::Zigzag) return ComputeTask{rank, (rank - t + num_ranks_) % num_ranks_, true, false, false, false};
     if (rank >= t) return ComputeTask{rank, rank - t, true, false, false, false};
     if (helps(t)) return ComputeTask{rank - t + num_ranks_, rank, false, true, false, true};
     return std::nullopt;

@@ -19,6 +19,12 @@ namespace DistAttn {
 enum class RingKind {
   Vanilla,   ///< SPEC §2.2 (Alg. 1): P steps, rank x busy for x+1 of them
   Balanced,  ///< SPEC §2.3.3 (corrected Alg. 2): floor(P/2)+1 steps, helpers when 2t != P
+  /// Two-halves ("zigzag") chunk assignment (SPEC §5.4 item 13): the sequence is
+  /// cut into 2P half-chunks and rank x holds half-chunks x and 2P-1-x, so a plain
+  /// ring with wrap-around (P steps, K/V from (x-t) mod P) gives every rank the
+  /// same causal work at every step, for any P. In ComputeTask and Transfer,
+  /// q_chunk / k_chunk / chunk then name the RANK whose two halves are meant.
+  Zigzag,
 };
 
 enum class Pass { Forward, Backward };
@@ -115,7 +121,9 @@ struct RankStep {
   Transfer recv_result;
 };
 
-inline const char* to_string(RingKind k) { return k == RingKind::Vanilla ? "vanilla" : "balanced"; }
+inline const char* to_string(RingKind k) {
+  return k == RingKind::Vanilla ? "vanilla" : (k == RingKind::Balanced ? "balanced" : "zigzag");
+}
 inline const char* to_string(Pass p) { return p == Pass::Forward ? "forward" : "backward"; }
 inline const char* to_string(PayloadKind k) {
   switch (k) {
