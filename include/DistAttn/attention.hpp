@@ -116,6 +116,25 @@ void check_stats(const char* where, const char* arg, const V& s, std::size_t B, 
                        << s.extent(0) << ", " << s.extent(1) << ", " << s.extent(2) << "]");
 }
 
+/// Shapes of a backward call's tensors against q and k, and (when `scan`) NaN/Inf
+/// in its inputs: shared by attention_bwd and the distributed executors.
+template <class Exec, class QV, class KV, class VV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
+void check_bwd_args(const Exec& exec, const char* where, const QV& q, const KV& k, const VV& v, const OV& o,
+                    const DOV& dout, const LV& lse, const DQV& dq, const DKV& dk, const DVV& dv, bool scan) {
+  check_same4(where, "q", q, "o", o);
+  check_same4(where, "q", q, "dout", dout);
+  check_same4(where, "q", q, "dq", dq);
+  check_same4(where, "k", k, "dk", dk);
+  check_same4(where, "k", k, "dv", dv);
+  check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+  if (scan) {
+    check_finite(exec, where, "q", q);
+    check_finite(exec, where, "k", k);
+    check_finite(exec, where, "v", v);
+    check_finite(exec, where, "dout", dout);
+  }
+}
+
 template <class Exec>
 void check_path(const char* where, const AttnOptions& opts, bool tuned_available) {
   DISTATTN_REQUIRE(opts.path != KernelPath::Cuda || tuned_available, where,
@@ -235,16 +254,7 @@ void attention_bwd(const Exec& exec, const QV& q, const KV& k, const VV& v, cons
                    const LseV& lse, const DQV& dq, const DKV& dk, const DVV& dv, const AttnOptions& opts = {}) {
   constexpr const char* where = "DistAttn::attention_bwd";
   Impl::check_qkv<Exec>(where, q, k, v, opts);
-  Impl::check_same4(where, "q", q, "o", o);
-  Impl::check_same4(where, "q", q, "dq", dq);
-  Impl::check_same4(where, "k", k, "dk", dk);
-  Impl::check_same4(where, "k", k, "dv", dv);
-  if (opts.check_finite) {
-    Impl::check_finite(exec, where, "q", q);
-    Impl::check_finite(exec, where, "k", k);
-    Impl::check_finite(exec, where, "v", v);
-    Impl::check_finite(exec, where, "dout", dout);
-  }
+  Impl::check_bwd_args(exec, where, q, k, v, o, dout, lse, dq, dk, dv, opts.check_finite);
   using Acc = typename LseV::non_const_value_type;
   using M   = typename Exec::memory_space;
   const int B = int(q.extent(0)), S = int(q.extent(1)), H = int(q.extent(2)), D = int(q.extent(3));

@@ -100,6 +100,25 @@ double check_tolerance() {
   return 3e-2;
 }
 
+/// Calls f(comm, compute) with the transport --comm asks for (NCCL by default
+/// where built for CUDA, MPI otherwise) bound to one execution-space instance
+/// and a second instance for the tiles (distinct streams on GPUs).
+template <class F>
+int with_communicator(const Options& o, MPI_Comm mpi, F&& f) {
+  auto spaces = compat::partition_space(Exec(), 2);
+#if DISTATTN_ENABLE_NCCL
+  if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) {
+    if (o.comm != "mpi") {
+      auto comm = Communicator<NcclSpace, Exec>::from_mpi(mpi, spaces[0]);
+      return f(comm, spaces[1]);
+    }
+  }
+#endif
+  if (o.comm == "nccl") throw InvalidArgument("--comm nccl: this build has no NCCL backend for this device");
+  auto comm = Communicator<MpiSpace, Exec>::from_raw(mpi, spaces[0]);
+  return f(comm, spaces[1]);
+}
+
 /// Max over ranks of a double.
 inline double max_over_ranks(double v, MPI_Comm comm) {
   double m = 0;

@@ -170,18 +170,7 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
 template <class T>
 int run_grid2d(const Options& o, MPI_Comm mpi) {
   // Two instances: transfers on one, block calls on the other (distinct streams on GPUs).
-  auto spaces = compat::partition_space(Exec(), 2);
-#if DISTATTN_ENABLE_NCCL
-  if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) {
-    if (o.comm != "mpi") {
-      auto world = Communicator<NcclSpace, Exec>::from_mpi(mpi, spaces[0]);
-      return run_grid2d_with<T>(o, world, spaces[1], mpi);
-    }
-  }
-#endif
-  if (o.comm == "nccl") throw InvalidArgument("--comm nccl: this build has no NCCL backend for this device");
-  auto world = Communicator<MpiSpace, Exec>::from_raw(mpi, spaces[0]);
-  return run_grid2d_with<T>(o, world, spaces[1], mpi);
+  return with_communicator(o, mpi, [&](auto& comm, const Exec& compute) { return run_grid2d_with<T>(o, comm, compute, mpi); });
 }
 
 /// Attention2D run of distattn-run, element type from --dtype.

@@ -242,18 +242,7 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
 template <class T>
 int run_ring(const Options& o, MPI_Comm mpi) {
   // Two instances: transfers on one, tiles on the other (distinct streams on GPUs).
-  auto spaces = compat::partition_space(Exec(), 2);
-#if DISTATTN_ENABLE_NCCL
-  if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) {
-    if (o.comm != "mpi") {
-      auto comm = Communicator<NcclSpace, Exec>::from_mpi(mpi, spaces[0]);
-      return run_ring_with<T>(o, comm, spaces[1], mpi);
-    }
-  }
-#endif
-  if (o.comm == "nccl") throw InvalidArgument("--comm nccl: this build has no NCCL backend for this device");
-  auto comm = Communicator<MpiSpace, Exec>::from_raw(mpi, spaces[0]);
-  return run_ring_with<T>(o, comm, spaces[1], mpi);
+  return with_communicator(o, mpi, [&](auto& comm, const Exec& compute) { return run_ring_with<T>(o, comm, compute, mpi); });
 }
 
 }  // namespace DistAttn::Driver

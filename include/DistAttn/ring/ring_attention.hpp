@@ -210,16 +210,7 @@ class RingAttention {
                 const DKV& dk, const DVV& dv) {
     constexpr const char* where = "DistAttn::RingAttention::backward";
     check_inputs(where, q, k, v);
-    Impl::check_same4(where, "q", q, "o", o);
-    Impl::check_same4(where, "q", q, "dout", dout);
-    Impl::check_same4(where, "q", q, "dq", dq);
-    Impl::check_same4(where, "k", k, "dk", dk);
-    Impl::check_same4(where, "k", k, "dv", dv);
-    Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
-    if (opts_.attn.check_finite) {
-      check_finite_all(where, q, k, v);
-      Impl::check_finite(compute_, where, "dout", dout);
-    }
+    Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
     ensure_backward_workspace();
     begin_pass();
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
