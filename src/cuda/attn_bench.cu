@@ -278,6 +278,8 @@ int main(int argc, char** argv) {
       fwd_row<FwdTile<128, 64, 64, 4, 2>>("16r 64x64 4w x2", b, causal, w, n, false);
       fwd_row<FwdTile<128, 128, 32, 4, 2>>("32r 128x32 4w x2", b, causal, w, n, false);
       fwd_row<FwdTile<128, 128, 48, 4, 2>>("32r 128x48 4w x2 (40 B spill)", b, causal, w, n, false);
+      fwd_row<FwdTile<128, 128, 48, 4, 2, true>>("32r 128x48 4w x2 rebuild", b, causal, w, n, false);
+      fwd_row<FwdTile<128, 128, 64, 4, 2, true>>("32r 128x64 4w x2 rebuild (8 B)", b, causal, w, n, false);
       fwd_row<FwdTile<128, 128, 32, 4, 1>>("32r 128x32 4w x1", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTile<128, 64, 128, 8, 1, 16>>("16k q64 k128 dq16 (v1)", b, causal, w, n, true);
@@ -287,6 +289,7 @@ int main(int argc, char** argv) {
       fwd_row<FwdTile<64, 128, 64, 8, 2>>("16r 128x64 8w x2", b, causal, w, n, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
       fwd_row<FwdTile<64, 128, 64, 4, 2>>("32r 128x64 4w x2", b, causal, w, n, false);
+      fwd_row<FwdTile<64, 128, 64, 4, 2, true>>("32r 128x64 4w x2 rebuild", b, causal, w, n, false);
       fwd_row<FwdTile<64, 128, 32, 4, 2>>("32r 128x32 4w x2", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTile<64, 64, 128, 8, 1, 16>>("16k q64 k128 dq16 (v1)", b, causal, w, n, true);

@@ -98,12 +98,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   cp_async_wait<1>();
   __syncthreads();
 
-  const typename Tile::Lane la = Tile::lane(lane_row_a(lane), lane_chunk_a(lane));
-  const typename Tile::Lane lb = Tile::lane(lane_row_b(lane), lane_chunk_b(lane));
-
   // 16-row warps keep their Q fragments (all of head_dim) in registers.
   uint32_t qf[kQRegs ? D / 16 : 1][4];
   if constexpr (kQRegs) {
+    const typename Tile::Lane la = Tile::lane(lane_row_a(lane), lane_chunk_a(lane));
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) ldmatrix_x4(qf[kk], Tile::addr(sQ, la, wrow, kk * 2));
   }
@@ -125,8 +123,13 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   for (; kt >= 0; --kt) {
     const uint32_t sK = sK0 + stage * kKVBytes;
     const uint32_t sV = sV0 + stage * kKVBytes;
+    // kRebuildAddr: per-thread addresses rebuilt each tile from an opaque copy of the
+    // thread index (a few integer ops) rather than hoisted out of the loop and kept live.
+    const int tid_l = Cfg::kRebuildAddr ? opaque(tid) : tid, lane_l = tid_l & 31;
+    const typename Tile::Lane la = Tile::lane(lane_row_a(lane_l), lane_chunk_a(lane_l));
+    const typename Tile::Lane lb = Tile::lane(lane_row_b(lane_l), lane_chunk_b(lane_l));
     if (kt > 0) load_tile_async<BN, D, NT>(sK0 + (stage ^ 1) * kKVBytes, kg, p.k_row_stride, (kt - 1) * BN,
-                                           p.seqlen_k, tid);
+                                           p.seqlen_k, tid_l);
     cp_async_commit();
 
     // S = Q K^T for 16 MT rows x BN keys; every K fragment feeds MT products.
@@ -217,7 +220,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     cp_async_wait<1>();  // V[kt] (the group before K[kt-1]) has landed
     __syncthreads();
     if (kt > 0) load_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v_row_stride, (kt - 1) * BN,
-                                           p.seqlen_k, tid);
+                                           p.seqlen_k, Cfg::kRebuildAddr ? opaque(tid) : tid);
     cp_async_commit();
 
     // O += P V: P's C fragments are the A fragments (16-bit), V via ldmatrix.trans;

@@ -97,6 +97,16 @@ __device__ __forceinline__ void red_add_f32x2(float* addr, float a, float b) {
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(a), "f"(b) : "memory");
 }
 
+/// x, hidden from the optimizer (an asm volatile move): per-thread values derived
+/// from it inside a loop body (ldmatrix lane addresses, cp.async offsets) are
+/// recomputed there, a few integer ops, instead of being hoisted out of the loop and
+/// kept live across it; at 255 registers that is what turns into spills.
+__device__ __forceinline__ int opaque(int x) {
+  int y;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 /// 2^x; ex2.approx(-inf) = +0, which is what masked scores need.
 __device__ __forceinline__ float ex2(float x) {
   float y;

@@ -13,7 +13,7 @@ namespace DistAttn::Impl::cuda {
 
 /// Forward: a CTA owns kBlockM query rows of one (batch, head) and walks K/V
 /// tiles of kBlockN keys, double-buffered in shared memory (cp.async).
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_, bool kRebuildAddr_ = false>
 struct FwdTile {
   static constexpr int kHeadDim  = kHeadDim_;
   static constexpr int kBlockM   = kBlockM_;
@@ -21,6 +21,12 @@ struct FwdTile {
   static constexpr int kNWarps   = kNWarps_;
   static constexpr int kNThreads = 32 * kNWarps_;
   static constexpr int kMinBlocks = kMinBlocks_;  // __launch_bounds__ occupancy hint
+  // Rebuild the per-thread addresses (ldmatrix lane parts, cp.async offsets) inside
+  // the key loop from an opaque copy of the thread index instead of letting them be
+  // hoisted and kept live across it: frees registers (the 64-key d = 128 tile goes
+  // from 144 B of spill to 8 B) for a few integer ops per tile. Not a free win:
+  // NOTES.md runs 4 and 5 measured it slower for the d = 64 tile, hence per entry.
+  static constexpr bool kRebuildAddr = kRebuildAddr_;
   // 16 rows per warp: Q fragments stay in registers. 32 rows per warp (FA2's
   // layout): Q is re-read from shared memory, but every K/V fragment feeds two
   // products, so shared-memory bytes per mma drop from 256 to 160.
@@ -90,9 +96,13 @@ struct BwdTilePS {
 // ldmatrix per mma instead of 256). 32-key tiles keep it spill-free at 254 regs; the
 // 64-key version spills 144 B and ran 303 TF/s. 322.7 TF/s (vs 292.1 for 16-row
 // warps with Q in registers, 268.3 for 8 x 16-row warps in one CTA).
-using FwdTileD128 = FwdTile<128, 128, 32, 4, 2>;
+// With the addresses rebuilt per tile (kRebuildAddr) the 64-key tile spills 8 B
+// instead of 144 and is the fastest: 335.4 TF/s (NOTES.md run 5; same run: 322.9 for
+// the 32-key tile above, 326.2 for the spill-free rebuilt 48-key one).
+using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
 // fwd d = 64: 32 rows per warp, 64-key tiles, 238 regs, 2 CTAs/SM: 302.5 TF/s (vs
-// 286.7 for 8 x 16-row warps).
+// 286.7 for 8 x 16-row warps). Rebuilt addresses (220 regs) ran 282.7 against 302.6
+// in the same run (NOTES.md run 5): off here.
 using FwdTileD64 = FwdTile<64, 128, 64, 4, 2>;
 // bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
 // product): ~230 B of ldmatrix per mma instead of ~290. 128 keys per CTA halve the
