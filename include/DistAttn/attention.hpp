@@ -116,6 +116,13 @@ void check_stats(const char* where, const char* arg, const V& s, std::size_t B, 
                        << s.extent(0) << ", " << s.extent(1) << ", " << s.extent(2) << "]");
 }
 
+template <class Exec, class QV, class KV, class VV>
+void check_finite_qkv(const Exec& exec, const char* where, const QV& q, const KV& k, const VV& v) {
+  check_finite(exec, where, "q", q);
+  check_finite(exec, where, "k", k);
+  check_finite(exec, where, "v", v);
+}
+
 /// Shapes of a backward call's tensors against q and k, and (when `scan`) NaN/Inf
 /// in its inputs: shared by attention_bwd and the distributed executors.
 template <class Exec, class QV, class KV, class VV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
@@ -128,9 +135,7 @@ void check_bwd_args(const Exec& exec, const char* where, const QV& q, const KV& 
   check_same4(where, "k", k, "dv", dv);
   check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
   if (scan) {
-    check_finite(exec, where, "q", q);
-    check_finite(exec, where, "k", k);
-    check_finite(exec, where, "v", v);
+    check_finite_qkv(exec, where, q, k, v);
     check_finite(exec, where, "dout", dout);
   }
 }
@@ -236,11 +241,7 @@ void attention_fwd(const Exec& exec, const QV& q, const KV& k, const VV& v, cons
   constexpr const char* where = "DistAttn::attention_fwd";
   Impl::check_qkv<Exec>(where, q, k, v, opts);
   Impl::check_same4(where, "q", q, "o", o);
-  if (opts.check_finite) {
-    Impl::check_finite(exec, where, "q", q);
-    Impl::check_finite(exec, where, "k", k);
-    Impl::check_finite(exec, where, "v", v);
-  }
+  if (opts.check_finite) Impl::check_finite_qkv(exec, where, q, k, v);
   using Acc = typename LseV::non_const_value_type;
   auto st = make_state<Acc>(exec, int(q.extent(0)), int(q.extent(1)), int(q.extent(2)), int(q.extent(3)),
                             "DistAttn::attention_fwd");

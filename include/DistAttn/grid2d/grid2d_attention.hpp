@@ -120,7 +120,7 @@ class Grid2DAttention {
     check_inputs(where, q, k, v);
     Impl::check_same4(where, "q", q, "o", o);
     Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
-    if (opts_.attn.check_finite) check_finite_all(where, q, k, v);
+    if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
     const auto qc = Impl::alias4<T, Mem>(q);
     const auto kc = Impl::alias4<T, Mem>(k);
     const auto vc = Impl::alias4<T, Mem>(v);
@@ -265,13 +265,6 @@ class Grid2DAttention {
     Impl::require_row_major_contiguous(where, "q", q);
     Impl::require_row_major_contiguous(where, "k", k);
     Impl::require_row_major_contiguous(where, "v", v);
-  }
-
-  template <class QV, class KV, class VV>
-  void check_finite_all(const char* where, const QV& q, const KV& k, const VV& v) const {
-    Impl::check_finite(compute_, where, "q", q);
-    Impl::check_finite(compute_, where, "k", k);
-    Impl::check_finite(compute_, where, "v", v);
   }
 
   // ---- geometry -----------------------------------------------------------------

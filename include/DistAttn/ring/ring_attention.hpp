@@ -100,7 +100,7 @@ class RingAttention {
     check_inputs(where, q, k, v);
     Impl::check_same4(where, "q", q, "o", o);
     Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
-    if (opts_.attn.check_finite) check_finite_all(where, q, k, v);
+    if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
     ensure_forward_workspace();
     begin_pass();
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
@@ -342,13 +342,6 @@ class RingAttention {
                                       << " tokens and " << k.extent(2) << " heads");
     DISTATTN_REQUIRE((std::is_same<typename QV::non_const_value_type, T>::value), where,
                      "element type of 'q' differs from the executor's");
-  }
-
-  template <class QV, class KV, class VV>
-  void check_finite_all(const char* where, const QV& q, const KV& k, const VV& v) const {
-    Impl::check_finite(compute_, where, "q", q);
-    Impl::check_finite(compute_, where, "k", k);
-    Impl::check_finite(compute_, where, "v", v);
   }
 
   bool zigzag() const { return opts_.kind == RingKind::Zigzag; }
