@@ -11,7 +11,7 @@
 // FLOPs as docs/PERFORMANCE.md: forward 4 B H S^2 d (x 0.5 causal), backward x 2.5.
 
 #include "attn_bwd_launch.cuh"
-#include "attn_fwd_sm90.cuh"
+#include "attn_fwd_launch.cuh"
 #include "tile_size.hpp"
 
 #include <algorithm>
@@ -173,7 +173,7 @@ double run_fwd(const Buffers& b, bool causal, int w, int n) {
     fill_f32<<<1024, 256>>>(b.m, b.ns(), -INFINITY);
     fill_f32<<<1024, 256>>>(b.l, b.ns(), 0.f);
   };
-  return time_median(prep, [&] { launch_attn_fwd<Cfg, __nv_bfloat16>(p, nullptr); }, w, n);
+  return time_median(prep, [&] { launch_attn_fwd_any<Cfg, __nv_bfloat16>(p, nullptr); }, w, n);
 }
 
 template <class Cfg>
@@ -273,27 +273,21 @@ int main(int argc, char** argv) {
         bwd_row<BwdTileD64>("shipped", b, causal, w, n, true);
       }
     } else if (D == 128) {
-      fwd_row<FwdTile<128, 128, 64, 8, 1>>("16r 128x64 8w (v1)", b, causal, w, n, true);
+      // Reference rows: the mma.sync kernels of NOTES.md run 5 (unit-tested there).
+      fwd_row<FwdTile<128, 128, 64, 4, 2, true>>("mma 32r 128x64 4w x2 rebuild", b, causal, w, n, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
-      fwd_row<FwdTile<128, 64, 64, 4, 2>>("16r 64x64 4w x2", b, causal, w, n, false);
-      fwd_row<FwdTile<128, 128, 32, 4, 2>>("32r 128x32 4w x2", b, causal, w, n, false);
-      fwd_row<FwdTile<128, 128, 48, 4, 2>>("32r 128x48 4w x2 (40 B spill)", b, causal, w, n, false);
-      fwd_row<FwdTile<128, 128, 48, 4, 2, true>>("32r 128x48 4w x2 rebuild", b, causal, w, n, false);
-      fwd_row<FwdTile<128, 128, 64, 4, 2, true>>("32r 128x64 4w x2 rebuild (8 B)", b, causal, w, n, false);
-      fwd_row<FwdTile<128, 128, 32, 4, 1>>("32r 128x32 4w x1", b, causal, w, n, false);
+      fwd_row<WgFwdTile<128, 128>>("wgmma 128x128", b, causal, w, n, false);
+      fwd_row<WgFwdTile<128, 64>>("wgmma 128x64", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
-      bwd_row<BwdTile<128, 64, 128, 8, 1, 16>>("16k q64 k128 dq16 (v1)", b, causal, w, n, true);
-      bwd_row<BwdTile<128, 64, 128, 8, 1, 32>>("16k q64 k128 dq32", b, causal, w, n, false);
-      bwd_row<BwdTilePS<128, 64, 128, 8, 1>>("PS q64 k128", b, causal, w, n, false);
+      bwd_row<BwdTilePS<128, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
+      bwd_row<WgBwdTile<128, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
     } else {
-      fwd_row<FwdTile<64, 128, 64, 8, 2>>("16r 128x64 8w x2", b, causal, w, n, true);
+      fwd_row<FwdTile<64, 128, 64, 4, 2>>("mma 32r 128x64 4w x2", b, causal, w, n, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
-      fwd_row<FwdTile<64, 128, 64, 4, 2>>("32r 128x64 4w x2", b, causal, w, n, false);
-      fwd_row<FwdTile<64, 128, 64, 4, 2, true>>("32r 128x64 4w x2 rebuild", b, causal, w, n, false);
-      fwd_row<FwdTile<64, 128, 32, 4, 2>>("32r 128x32 4w x2", b, causal, w, n, false);
+      fwd_row<WgFwdTile<64, 128>>("wgmma 128x128", b, causal, w, n, false);
+      fwd_row<WgFwdTile<64, 64>>("wgmma 128x64", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
-      bwd_row<BwdTile<64, 64, 128, 8, 1, 16>>("16k q64 k128 dq16 (v1)", b, causal, w, n, true);
-      bwd_row<BwdTilePS<64, 64, 128, 8, 1>>("PS q64 k128", b, causal, w, n, false);
+      bwd_row<BwdTilePS<64, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
     }
     CK(cudaDeviceSynchronize());
     for (void* p : {(void*)b.q, (void*)b.k, (void*)b.v, (void*)b.dout, (void*)b.acc, (void*)b.dq, (void*)b.dk,

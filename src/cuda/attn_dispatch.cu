@@ -24,7 +24,7 @@ bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim =
 
 namespace {
 
-/// The kernels are built for sm_90a only (mma.sync paths tuned for Hopper; the
+/// The kernels are built for sm_90a only (wgmma, and mma.sync tuned for Hopper; the
 /// binary holds no other machine code), so any other device declines.
 bool current_device_is_sm90() {
   int dev = 0;

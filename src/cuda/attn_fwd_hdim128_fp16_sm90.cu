@@ -1,13 +1,13 @@
 // Generated-style instantiation unit: fwd kernel, head_dim 128, fp16, sm_90a.
 // One translation unit per (direction, head_dim, element type) so the kernels
 // compile in parallel; the tile entry comes from tile_size.hpp.
-#include "attn_fwd_sm90.cuh"
+#include "attn_fwd_launch.cuh"
 #include "tile_size.hpp"
 
 namespace DistAttn::Impl::cuda {
 
 void run_attn_fwd_hdim128_fp16(const AttnFwdParams& p, cudaStream_t stream) {
-  launch_attn_fwd<FwdTileD128, __half>(p, stream);
+  launch_attn_fwd_any<FwdTileD128, __half>(p, stream);
 }
 
 }  // namespace DistAttn::Impl::cuda

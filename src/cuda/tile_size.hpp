@@ -3,9 +3,12 @@
 // style): one commented entry per (direction, head_dim). Every kernel is a
 // template over one of these structs; the instantiation TUs pick the entry.
 //
-// Vocabulary: warps own 16-row (m16n8k16) or 32-row blocks of the "M" side of their
-// products; a 32-row block feeds every B fragment it loads from shared memory to two
-// mma, which is what bounds these kernels (~128 B/clk/SM of ldmatrix). Registers are
+// Vocabulary: the mma.sync entries (FwdTile, BwdTile, BwdTilePS) have warps own
+// 16-row (m16n8k16) or 32-row blocks of the "M" side of their products; a 32-row
+// block feeds every B fragment it loads from shared memory to two mma, which is
+// what bounds those kernels (~128 B/clk/SM of ldmatrix). The wgmma entries
+// (WgFwdTile, WgBwdTile) have warpgroups of 128 threads own 64-row blocks and read
+// both operands from shared memory through descriptors (no ldmatrix). Registers are
 // the other limit: 255 per thread, 64K per SM; every entry below is spill-free or
 // says how many bytes ptxas spills (sm_90a, nvcc 13.0).
 
@@ -27,6 +30,7 @@ struct FwdTile {
   // from 144 B of spill to 8 B) for a few integer ops per tile. Not a free win:
   // NOTES.md runs 4 and 5 measured it slower for the d = 64 tile, hence per entry.
   static constexpr bool kRebuildAddr = kRebuildAddr_;
+  static constexpr bool kWgmma = false;  // -> attn_fwd_sm90.cuh
   // 16 rows per warp: Q fragments stay in registers. 32 rows per warp (FA2's
   // layout): Q is re-read from shared memory, but every K/V fragment feeds two
   // products, so shared-memory bytes per mma drop from 256 to 160.
@@ -50,6 +54,7 @@ struct BwdTile {
   static constexpr int kNThreads = 32 * kNWarps_;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kPdSInSmem = false;  // -> attn_bwd_sm90.cuh
+  static constexpr bool kWgmma     = false;
   static_assert(kBlockN == 16 * kNWarps, "one 16-key mma block per warp");
   // dQ product (kBlockM x d): warps tile it as (kBlockM / kDqRows) query blocks x
   // kDqSplit slices of head_dim. 32-row blocks reuse every K fragment twice.
@@ -76,50 +81,88 @@ struct BwdTilePS {
   static constexpr int kNThreads  = 32 * kNWarps_;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kPdSInSmem = true;  // -> attn_bwd_ps_sm90.cuh
+  static constexpr bool kWgmma     = false;
   static_assert((kBlockM / 32) * (kBlockN / 32) == kNWarps, "phase-1 grid: one 32x32 block per warp");
   // K, V + 2 stages of Q and dO + P and dS tiles + 2 stages of (LSE, Delta, limit).
   static constexpr int kSmemBytes =
       2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + 2 * kBlockM * kBlockN) + 2 * 3 * 4 * kBlockM;
 };
 
+/// Forward on warpgroup MMA (attn_fwd_wgmma_sm90.cuh): two warpgroups of 64 query
+/// rows each (kBlockM = 128), K/V tiles of kBlockN keys in two stages. Registers
+/// per thread: S (kBlockN / 2) + O (d / 2) + P (kBlockN / 4) fp32/packed values.
+template <int kHeadDim_, int kBlockN_, int kMinBlocks_ = 1>
+struct WgFwdTile {
+  static constexpr int kHeadDim   = kHeadDim_;
+  static constexpr int kBlockM    = 128;
+  static constexpr int kBlockN    = kBlockN_;
+  static constexpr int kNWarps    = 8;
+  static constexpr int kNThreads  = 256;
+  static constexpr int kMinBlocks = kMinBlocks_;
+  static constexpr bool kWgmma    = true;
+  static_assert(kBlockN == 64 || kBlockN == 128, "S = Q K^T is one m64n64 or m64n128 product per k step");
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
+  // Q + 2 stages of K and V, 16-bit, + 1 KB to align the tiles to the swizzle period.
+  static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 4 * kBlockN * kHeadDim) + 1024;
+};
+
+/// Backward on warpgroup MMA (attn_bwd_wgmma_sm90.cuh): two warpgroups of 64 keys
+/// (kBlockN = 128) walk query tiles of kBlockM = 64. d = 128 only for now.
+template <int kHeadDim_, int kBlockM_, int kBlockN_>
+struct WgBwdTile {
+  static constexpr int kHeadDim   = kHeadDim_;
+  static constexpr int kBlockM    = kBlockM_;
+  static constexpr int kBlockN    = kBlockN_;
+  static constexpr int kNWarps    = 8;
+  static constexpr int kNThreads  = 256;
+  static constexpr int kMinBlocks = 1;
+  static constexpr bool kPdSInSmem = true;
+  static constexpr bool kWgmma     = true;
+  // K, V + 2 stages of Q and dO + the dS^T tile (16-bit) + 2 stages of (LSE, Delta,
+  // key limit) + 1 KB of alignment slack.
+  static constexpr int kSmemBytes =
+      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) + 2 * 3 * 4 * kBlockM + 1024;
+};
+
 // ---------------------------------------------------------------------------------
 // The tables. Kernel-only numbers on an H200 (docs/kernels/NOTES.md, run 2, B=1,
 // S=32K, causal, bf16; d=128 with H=32, d=64 with H=64).
 //
-// DISTATTN_CUDA_TILES_ALT selects the runner-up table. It exists so that one device
-// run can put two candidate tables through the unit tests (a second test binary
-// built with -DDISTATTN_CUDA_TILES_ALT); the library is never built with it.
+// DISTATTN_CUDA_TILES_ALT selects the runner-up table (the mma.sync kernels). It
+// exists so that one device run can put both tables through the unit tests (a
+// second test binary built with -DDISTATTN_CUDA_TILES_ALT); the library is never
+// built with it.
 #if !defined(DISTATTN_CUDA_TILES_ALT)
 
-// fwd d = 128: FA2's 32 rows per warp, 4 warps, 2 CTAs per SM. Q is re-read from
-// shared memory each tile, but every K/V fragment feeds two row blocks (192 B of
-// ldmatrix per mma instead of 256). 32-key tiles keep it spill-free at 254 regs; the
-// 64-key version spills 144 B and ran 303 TF/s. 322.7 TF/s (vs 292.1 for 16-row
-// warps with Q in registers, 268.3 for 8 x 16-row warps in one CTA).
-// With the addresses rebuilt per tile (kRebuildAddr) the 64-key tile spills 8 B
-// instead of 144 and is the fastest: 335.4 TF/s (NOTES.md run 5; same run: 322.9 for
-// the 32-key tile above, 326.2 for the spill-free rebuilt 48-key one).
-using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
-// fwd d = 64: 32 rows per warp, 64-key tiles, 238 regs, 2 CTAs/SM: 302.5 TF/s (vs
-// 286.7 for 8 x 16-row warps). Rebuilt addresses (220 regs) ran 282.7 against 302.6
-// in the same run (NOTES.md run 5): off here.
-using FwdTileD64 = FwdTile<64, 128, 64, 4, 2>;
-// bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
-// product): ~230 B of ldmatrix per mma instead of ~290. 128 keys per CTA halve the
-// Q/dO re-reads and dQ atomics against 64 (the 64-key, 2-CTA variant ran 220).
-// d = 128: 178 KB smem, 255 regs (48 B spill): 269.9 TF/s (vs 246.4 / 239.4 for the
-// 16-key-warp kernel with 32 / 16-row dQ tiles). d = 64: 219.5 (vs 218.8).
-using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
-using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
+// Warpgroup MMA (wgmma) entries (NOTES.md run 6, H200, S = 32K causal bf16, kernel only).
+// fwd d = 128: 2 warpgroups x 64 query rows, 128-key tiles, 164 regs: 406.4 TF/s
+// (64-key tiles 375.4; the mma.sync kernel 337.7 in the same run).
+using FwdTileD128 = WgFwdTile<128, 128>;
+// fwd d = 64 (H = 64): 64-key tiles 356.0 TF/s, 128-key tiles 329.9, mma.sync 301.7.
+using FwdTileD64 = WgFwdTile<64, 64>;
+// bwd d = 128: 2 warpgroups x 64 keys, 64-query steps, 254 regs, no spill: 366.8 TF/s
+// (mma.sync PS 267.3).
+using BwdTileD128 = WgBwdTile<128, 64, 128>;
+// bwd d = 64: the mma.sync kernel below (the wgmma backward is d = 128 only).
+using BwdTileD64 = BwdTilePS<64, 64, 128, 8, 1>;
 
 #else
 
-// Runner-up: 16-row warps with Q in registers (fwd), 16-key warps with 32 x 32 dQ
-// warp tiles (bwd); unit-tested in the same device runs.
-using FwdTileD128 = FwdTile<128, 64, 64, 4, 2>;
-using FwdTileD64  = FwdTile<64, 128, 64, 8, 2>;
-using BwdTileD128 = BwdTile<128, 64, 128, 8, 1, 32>;
-using BwdTileD64  = BwdTile<64, 64, 128, 8, 1, 32>;
+// Runner-up: the mma.sync table (NOTES.md run 5), unit-tested in the same device runs.
+// fwd d = 128: FA2's 32 rows per warp, 4 warps, 2 CTAs per SM. Q is re-read from
+// shared memory each tile, but every K/V fragment feeds two row blocks (192 B of
+// ldmatrix per mma instead of 256). With the addresses rebuilt per tile
+// (kRebuildAddr) the 64-key tile spills 8 B instead of 144 and is the fastest
+// mma.sync forward: 335.4 TF/s (NOTES.md run 5; same run: 322.9 for the 32-key tile,
+// 326.2 for the spill-free rebuilt 48-key one).
+using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
+// fwd d = 64: 32 rows per warp, 64-key tiles, 238 regs, 2 CTAs/SM: 302.5 TF/s.
+using FwdTileD64 = FwdTile<64, 128, 64, 4, 2>;
+// bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
+// product): ~230 B of ldmatrix per mma instead of ~290. d = 128: 178 KB smem, 255
+// regs (48 B spill): 267-270 TF/s. d = 64: 219-224.
+using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
+using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
 
 #endif
 

@@ -1,0 +1,303 @@
+#pragma once
+// Backward update kernel on Hopper warpgroup MMA (wgmma), FlashAttention-3's
+// "swapped" layout: the same CTA work and semantics as the mma.sync kernels (one
+// CTA per (key tile, KV head, batch), the query tiles of every head of the GQA
+// group, dK/dV in registers, dQ by fp32 red.add), but every product is issued by
+// a warpgroup from shared memory. Each of the two warpgroups owns 64 keys, so the
+// transposed scores come out with keys as rows and feed dV and dK straight from
+// registers:
+//
+//   S^T  = K Q^T,  dP^T = V dO^T      wgmma ss, K-major, 64 keys x BM queries
+//   P^T  = exp2(S^T scale log2e - LSE log2e), dS^T = P^T (dP^T - Delta)
+//   dV  += P^T dO,  dK += dS^T Q      wgmma rs (P^T, dS^T packed into A registers),
+//                                     dO and Q read MN-major, 64 keys x d
+//   dS^T -> shared memory; barrier
+//   dQ   = dS K                       wgmma ss, dS^T and K both read MN-major;
+//                                     warpgroup w makes dQ[:, 64 w .. 64 w + 63]
+//   dq  += scale dQ                   red.global.add.v2.f32
+//
+// Shared memory (d = 128): K, V 32 KB each, Q and dO 2 x 16 KB each (the next
+// query tile is copied while this one computes), dS^T 16 KB, statistics.
+
+#include "attn_launch.hpp"
+#include "attn_mma.cuh"
+#include "wgmma.cuh"
+
+#include <DistAttn/impl/cuda/attn_params.hpp>
+
+namespace DistAttn::Impl::cuda {
+
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmma_kernel(const AttnBwdParams p) {
+  using namespace detail;
+  using Ops       = ElemOps<Elem>;
+  constexpr int D  = Cfg::kHeadDim;
+  constexpr int BM = Cfg::kBlockM;  // queries per step (the N of S^T)
+  constexpr int BN = Cfg::kBlockN;  // keys per CTA, 64 per warpgroup
+  constexpr int NT = Cfg::kNThreads;
+  static_assert(BM == 64 && BN == 128 && D == 128 && NT == 256, "one entry: d 128, 64 queries x 2 x 64 keys");
+  constexpr int NSC = BM / 2;  // S^T / dP^T floats per thread
+  constexpr int NKV = D / 2;   // dK / dV floats per thread
+  constexpr int NDQ = D / 4;   // dQ floats per thread (half of head_dim per warpgroup)
+  constexpr uint32_t kKBytes = BN * D * 2;
+  constexpr uint32_t kQBytes = BM * D * 2;
+  constexpr uint32_t kSBytes = BN * BM * 2;
+
+  constexpr uint32_t kOffV     = kKBytes;
+  constexpr uint32_t kOffQ     = kOffV + kKBytes;      // 2 stages
+  constexpr uint32_t kOffdO    = kOffQ + 2 * kQBytes;  // 2 stages
+  constexpr uint32_t kOffdS    = kOffdO + 2 * kQBytes;
+  constexpr uint32_t kOffStats = kOffdS + kSBytes;
+  static_assert(kOffStats + 2 * 3 * 4 * BM + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;  // 128-byte swizzle: 1 KB aligned tiles
+  unsigned char* const smem_a = smem + (base - smem_u32(smem));
+  const uint32_t sK   = base;
+  const uint32_t sV   = base + kOffV;
+  const uint32_t sQ0  = base + kOffQ;
+  const uint32_t sdO0 = base + kOffdO;
+  const uint32_t sdS  = base + kOffdS;
+  float* sLse   = reinterpret_cast<float*>(smem_a + kOffStats);  // [2][BM], natural log
+  float* sDelta = sLse + 2 * BM;                                 // [2][BM]
+  int* sLim     = reinterpret_cast<int*>(sDelta + 2 * BM);       // [2][BM]
+
+  const int kt   = blockIdx.x;
+  const int hk   = blockIdx.y;
+  const int b    = blockIdx.z;
+  const int G    = p.heads / p.heads_kv;
+  const int k0   = kt * BN;
+  const int tid  = threadIdx.x;
+  const int wg   = tid >> 7;
+  const int warp = (tid >> 5) & 3;
+  const int lane = tid & 31;
+  const int g    = lane >> 2;
+  const int t    = lane & 3;
+  const int krow = wg * 64 + warp * 16 + g;  // this thread's key rows krow, krow + 8 (CTA-local)
+  const AttnMaskParams& mk = p.mask;
+
+  int i0 = 0;  // first query that sees key k0
+  if (mk.causal) {
+    const std::int64_t need = mk.k_offset + mk.k_stride * std::int64_t(k0) - mk.q_offset;
+    if (need > 0) {
+      const std::int64_t c = (need + mk.q_stride - 1) / mk.q_stride;
+      i0 = c < std::int64_t(p.seqlen_q) ? int(c) : p.seqlen_q;
+    }
+  }
+  const int n_qt     = (p.seqlen_q + BM - 1) / BM;
+  const int first_qt = i0 / BM;
+  const int per_head = i0 >= p.seqlen_q ? 0 : n_qt - first_qt;
+  const int n_iter   = G * per_head;
+  if (n_iter == 0) return;  // no query sees this key tile: gradients unchanged
+
+  const Elem* kg = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
+  const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
+  const float sl2 = p.scale * kLog2e;
+
+  auto issue_q_side = [&](int it, int stage, int tid_l) {
+    const int gi = it / per_head;
+    const int qt = first_qt + (it - gi * per_head);
+    const int h  = hk * G + gi;
+    const Elem* qg  = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
+    const Elem* dog = static_cast<const Elem*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride;
+    load_atom_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q_row_stride, qt * BM, p.seqlen_q, tid_l);
+    load_atom_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.do_row_stride, qt * BM, p.seqlen_q, tid_l);
+    if (tid_l < BM) {
+      const int i   = qt * BM + tid_l;
+      const bool ok = i < p.seqlen_q;
+      const std::int64_t ii = ok ? i : 0;
+      cp_async_4(smem_u32(sLse + stage * BM + tid_l),
+                 p.lse + b * p.lse_batch_stride + h * p.lse_head_stride + ii * p.lse_row_stride, ok);
+      cp_async_4(smem_u32(sDelta + stage * BM + tid_l),
+                 p.delta + b * p.delta_batch_stride + h * p.delta_head_stride + ii * p.delta_row_stride, ok);
+    }
+  };
+  auto store_limits = [&](int it, int stage) {
+    if (tid < BM) {
+      const int gi = it / per_head;
+      const int i  = (first_qt + (it - gi * per_head)) * BM + tid;
+      sLim[stage * BM + tid] =
+          i < p.seqlen_q ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, i)
+                         : 0;
+    }
+  };
+
+  load_atom_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, k0, p.seqlen_k, tid);
+  load_atom_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, k0, p.seqlen_k, tid);
+  issue_q_side(0, 0, tid);
+  cp_async_commit();
+  store_limits(0, 0);
+
+  float dk[NKV], dv[NKV];
+#pragma unroll
+  for (int i = 0; i < NKV; ++i) dk[i] = dv[i] = 0.f;
+
+  for (int it = 0; it < n_iter; ++it) {
+    const int stage      = it & 1;
+    const uint32_t sQ    = sQ0 + stage * kQBytes;
+    const uint32_t sdO   = sdO0 + stage * kQBytes;
+    const float* lse_s   = sLse + stage * BM;
+    const float* delta_s = sDelta + stage * BM;
+    const int* lim_s     = sLim + stage * BM;
+    const int gi         = it / per_head;
+    const int qt         = first_qt + (it - gi * per_head);
+    const int h          = hk * G + gi;
+
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();  // this step's tiles landed; every warpgroup is done with the other stage
+    const bool has_next = it + 1 < n_iter;
+    if (has_next) {
+      issue_q_side(it + 1, stage ^ 1, opaque(tid));
+      store_limits(it + 1, stage ^ 1);
+    }
+    cp_async_commit();
+
+    // S^T and dP^T, 64 keys x BM queries per warpgroup, in two commit groups so the
+    // exponentials start while dP^T is still in the tensor cores.
+    float st[NSC], dpt[NSC];
+    fence_regs(st);
+    fence_regs(dpt);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, st, desc_kmajor<BN>(sK, wg * 64, kk), desc_kmajor<BM>(sQ, 0, kk), kk);
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, dpt, desc_kmajor<BN>(sV, wg * 64, kk), desc_kmajor<BM>(sdO, 0, kk), kk);
+    wgmma_commit();
+
+    const bool need_mask = k0 + BN > lim_s[0];
+    const int kr0 = k0 + krow, kr1 = kr0 + 8;
+    wgmma_wait<1>();
+    fence_regs(st);
+    // P^T in place; thread's elements: key rows kr0 / kr1, queries 8 j + 2 t + e.
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const float2 ls = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+      float l2[2]     = {ls.x * kLog2e, ls.y * kLog2e};
+#pragma unroll
+      for (int e = 0; e < 2; ++e) l2[e] = l2[e] == -INFINITY ? INFINITY : l2[e];  // empty row: P = 0
+      const int2 lm = *reinterpret_cast<const int2*>(lim_s + 8 * j + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int lq = e == 0 ? lm.x : lm.y;
+        float x0     = ex2(fmaf(st[4 * j + e], sl2, -l2[e]));
+        float x1     = ex2(fmaf(st[4 * j + 2 + e], sl2, -l2[e]));
+        if (need_mask && kr0 >= lq) x0 = 0.f;
+        if (need_mask && kr1 >= lq) x1 = 0.f;
+        st[4 * j + e]     = x0;
+        st[4 * j + 2 + e] = x1;
+      }
+    }
+    wgmma_wait<0>();
+    fence_regs(dpt);
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const float2 de = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
+      dpt[4 * j + 0]  = st[4 * j + 0] * (dpt[4 * j + 0] - de.x);
+      dpt[4 * j + 1]  = st[4 * j + 1] * (dpt[4 * j + 1] - de.y);
+      dpt[4 * j + 2]  = st[4 * j + 2] * (dpt[4 * j + 2] - de.x);
+      dpt[4 * j + 3]  = st[4 * j + 3] * (dpt[4 * j + 3] - de.y);
+    }
+
+    // A operands (K = queries): step kk holds queries 16 kk .. 16 kk + 15.
+    uint32_t pa[BM / 16][4], sa[BM / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int idx = 8 * kk + 2 * e;  // (j = 2 kk + e / 2, r = e % 2)
+        pa[kk][e]     = Ops::pack(st[idx], st[idx + 1]);
+        sa[kk][e]     = Ops::pack(dpt[idx], dpt[idx + 1]);
+      }
+    }
+    // dS^T -> shared memory [key][query] (atom layout, BN rows of 64 queries).
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int j = 2 * kk + (e >> 1), row = krow + 8 * (e & 1);
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sdS + atom_offset<BN>(row, j) + 4 * t), "r"(sa[kk][e]));
+      }
+
+    fence_regs(dv);
+    fence_regs(dk);
+    fence_regs(pa);
+    fence_regs(sa);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dv, pa[kk], desc_mnmajor<BM>(sdO, kk), 1);
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dk, sa[kk], desc_mnmajor<BM>(sQ, kk), 1);
+    wgmma_commit();
+
+    fence_proxy_async();
+    __syncthreads();  // dS^T complete (both warpgroups' keys)
+
+    float dq[NDQ];
+    fence_regs(dq);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+      wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS, kk), desc_mnmajor<BN>(sK, kk, wg), kk);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(dq);
+    fence_regs(dv);
+    fence_regs(dk);
+    fence_regs(pa);
+    fence_regs(sa);
+
+    // dq rows: queries qt BM + 16 warp + g (+ 8); columns 64 wg + 8 j + 2 t.
+    float* dqg = p.dq + b * p.dq_batch_stride + h * p.dq_head_stride + wg * 64 + 2 * t;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int qrow = qt * BM + warp * 16 + g + 8 * r;
+      if (qrow < p.seqlen_q) {
+        float* rowp = dqg + std::int64_t(qrow) * p.dq_row_stride;
+#pragma unroll
+        for (int j = 0; j < NDQ / 4; ++j)
+          red_add_f32x2(rowp + j * 8, p.scale * dq[4 * j + 2 * r], p.scale * dq[4 * j + 2 * r + 1]);
+      }
+    }
+  }
+
+  // Epilogue: dk += scale dK, dv += dV for this thread's key rows.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int kr = k0 + krow + 8 * r;
+    if (kr >= p.seqlen_k) continue;
+    float* dkp = p.dk + b * p.dk_batch_stride + std::int64_t(kr) * p.dk_row_stride + hk * p.dk_head_stride + 2 * t;
+    float* dvp = p.dv + b * p.dv_batch_stride + std::int64_t(kr) * p.dv_row_stride + hk * p.dv_head_stride + 2 * t;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      float2* pk = reinterpret_cast<float2*>(dkp + j * 8);
+      float2* pv = reinterpret_cast<float2*>(dvp + j * 8);
+      float2 ok = *pk, ov = *pv;
+      ok.x = fmaf(p.scale, dk[4 * j + 2 * r], ok.x);
+      ok.y = fmaf(p.scale, dk[4 * j + 2 * r + 1], ok.y);
+      ov.x += dv[4 * j + 2 * r];
+      ov.y += dv[4 * j + 2 * r + 1];
+      *pk = ok;
+      *pv = ov;
+    }
+  }
+}
+
+template <class Cfg, class Elem>
+void launch_attn_bwd_wgmma(const AttnBwdParams& p, cudaStream_t stream) {
+  const int n_kt = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  const dim3 grid(unsigned(n_kt), unsigned(p.heads_kv), unsigned(p.batch));
+  auto kernel = attn_bwd_wgmma_kernel<Cfg, Elem>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err == cudaSuccess) {
+    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p);
+    err = cudaGetLastError();
+  }
+  check_launch(err, "attn_bwd_wgmma_kernel");
+}
+
+}  // namespace DistAttn::Impl::cuda

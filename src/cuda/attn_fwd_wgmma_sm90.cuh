@@ -1,0 +1,242 @@
+#pragma once
+// Forward update kernel (SPEC §1.4) on Hopper warpgroup MMA (wgmma): the same
+// CTA work and state semantics as attn_fwd_sm90.cuh, with both products issued
+// per warpgroup from shared memory instead of per warp through ldmatrix.
+//
+//   CTA        kBlockM = 64 x kWarpGroups query rows of one (batch, head); each
+//              warpgroup (128 threads) owns 64 rows, their O and (m, l) in registers
+//   prologue   Q, K[last], V[last] -> smem (cp.async, atom layout, see wgmma.cuh)
+//   per tile   wait tile; barrier; issue K, V of the next tile into the other stage
+//              S = Q K^T    wgmma ss, K-major Q and K, D/16 steps
+//              mask, online softmax (exp2), P packed into A registers
+//              O += P V     wgmma rs, V read MN-major (transposed), kBlockN/16 steps
+//   epilogue   merge (O, m, l) into the incoming state, exactly as the mma.sync
+//              kernel does (same register layout per warp)
+//
+// One barrier per tile: the next tile's copy is issued right after it, into the
+// stage that every warpgroup finished reading in the previous tile (both products
+// are waited for before the tile ends), so it overlaps the whole tile's compute.
+// The warpgroups are otherwise independent, so one's softmax can run under the
+// other's products.
+
+#include "attn_launch.hpp"
+#include "attn_mma.cuh"
+#include "wgmma.cuh"
+
+#include <DistAttn/impl/cuda/attn_params.hpp>
+
+namespace DistAttn::Impl::cuda {
+
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmma_kernel(const AttnFwdParams p) {
+  using namespace detail;
+  using Ops            = ElemOps<Elem>;
+  constexpr int D      = Cfg::kHeadDim;
+  constexpr int BM     = Cfg::kBlockM;
+  constexpr int BN     = Cfg::kBlockN;
+  constexpr int NT     = Cfg::kNThreads;
+  constexpr int NS     = BN / 2;  // S accumulator floats per thread
+  constexpr int NO     = D / 2;   // O accumulator floats per thread
+  constexpr uint32_t kQBytes  = BM * D * 2;
+  constexpr uint32_t kKVBytes = BN * D * 2;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  // The 128-byte swizzle repeats every 1024 B: tiles start on such a boundary
+  // (kSmemBytes carries the 1 KB of slack this rounding may use).
+  const uint32_t sQ  = (smem_u32(smem) + 1023u) & ~1023u;
+  const uint32_t sK0 = sQ + kQBytes;  // stages at sK0, sK0 + kKVBytes
+  const uint32_t sV0 = sK0 + 2 * kKVBytes;
+
+  const int qt   = int(gridDim.x) - 1 - int(blockIdx.x);  // heaviest causal tiles first
+  const int h    = blockIdx.y;
+  const int b    = blockIdx.z;
+  const int hk   = h / (p.heads / p.heads_kv);
+  const int q0   = qt * BM;
+  const int tid  = threadIdx.x;
+  const int wg   = tid >> 7;         // warpgroup: query rows 64 wg ..
+  const int warp = (tid >> 5) & 3;   // warp within the warpgroup: rows + 16 warp
+  const int lane = tid & 31;
+  const int g    = lane >> 2;
+  const int t    = lane & 3;
+  const int wrow = wg * 64 + warp * 16;  // this warp's first tile row
+
+  const AttnMaskParams& mk = p.mask;
+  const int q_last  = min(q0 + BM, p.seqlen_q) - 1;
+  const int lim_max = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
+  const int n_kt    = (lim_max + BN - 1) / BN;
+  if (n_kt == 0) return;  // no row of the tile sees any key: state unchanged
+  const int lim_min = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q0);
+
+  int lim[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = q0 + wrow + g + 8 * r;
+    lim[r] = row < p.seqlen_q ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, row)
+                              : 0;
+  }
+
+  const Elem* qg = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
+  const Elem* kg = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
+  const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
+
+  int kt = n_kt - 1;
+  load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid);
+  load_atom_tile_async<BN, D, NT>(sK0, kg, p.k_row_stride, kt * BN, p.seqlen_k, tid);
+  load_atom_tile_async<BN, D, NT>(sV0, vg, p.v_row_stride, kt * BN, p.seqlen_k, tid);
+  cp_async_commit();
+
+  float o[NO];
+#pragma unroll
+  for (int i = 0; i < NO; ++i) o[i] = 0.f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  const float sl2 = p.scale * kLog2e;
+
+  int stage = 0;
+  for (; kt >= 0; --kt) {
+    const uint32_t sK = sK0 + stage * kKVBytes;
+    const uint32_t sV = sV0 + stage * kKVBytes;
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+    if (kt > 0) {
+      const int tid_l = opaque(tid);
+      load_atom_tile_async<BN, D, NT>(sK0 + (stage ^ 1) * kKVBytes, kg, p.k_row_stride, (kt - 1) * BN, p.seqlen_k,
+                                      tid_l);
+      load_atom_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v_row_stride, (kt - 1) * BN, p.seqlen_k,
+                                      tid_l);
+    }
+    cp_async_commit();
+
+    // S = Q K^T for this warpgroup's 64 rows x BN keys.
+    float s[NS];
+    fence_regs(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      if constexpr (BN == 128)
+        wgmma_ss_m64n128k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, wg * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
+      else
+        wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, wg * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(s);
+
+    const int k0 = kt * BN;
+    if (k0 + BN > lim_min) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int c = k0 + j * 8 + 2 * t;
+        if (c >= lim[0]) s[4 * j + 0] = -INFINITY;
+        if (c + 1 >= lim[0]) s[4 * j + 1] = -INFINITY;
+        if (c >= lim[1]) s[4 * j + 2] = -INFINITY;
+        if (c + 1 >= lim[1]) s[4 * j + 3] = -INFINITY;
+      }
+    }
+
+    float alpha[2];
+    bool grew = false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      mx                = quad_max(mx);
+      const float m_new = fmaxf(mrow[r], mx * sl2);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // empty-row guard (SPEC §1.3)
+      alpha[r]          = ex2(mrow[r] - m_use);
+      grew              = grew || m_new != mrow[r];
+      mrow[r]           = m_new;
+      float sum         = 0.f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        s[4 * j + 2 * r]     = ex2(fmaf(s[4 * j + 2 * r], sl2, -m_use));
+        s[4 * j + 2 * r + 1] = ex2(fmaf(s[4 * j + 2 * r + 1], sl2, -m_use));
+        sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+      }
+      lrow[r] = lrow[r] * alpha[r] + sum;
+    }
+    if (__any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[4 * j + 0] *= alpha[0];
+        o[4 * j + 1] *= alpha[0];
+        o[4 * j + 2] *= alpha[1];
+        o[4 * j + 3] *= alpha[1];
+      }
+    }
+
+    // O += P V: the S accumulators of keys 16 kk.. are the A operand of step kk.
+    uint32_t pa[BN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pa[kk][0] = Ops::pack(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = Ops::pack(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = Ops::pack(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = Ops::pack(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    fence_regs(o);
+    fence_regs(pa);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      if constexpr (D == 128)
+        wgmma_rs_m64n128k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
+      else
+        wgmma_rs_m64n64k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
+    stage ^= 1;
+  }
+
+  // Epilogue: merge this block's (O, m, l) into the incoming state, row by row.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l_loc = quad_sum(lrow[r]);
+    const int row     = q0 + wrow + g + 8 * r;
+    const float m2    = mrow[r];
+    if (row >= p.seqlen_q || m2 == -INFINITY) continue;  // nothing admissible: state unchanged
+    const std::int64_t mi = b * p.m_batch_stride + h * p.m_head_stride + row * p.m_row_stride;
+    const std::int64_t li = b * p.l_batch_stride + h * p.l_head_stride + row * p.l_row_stride;
+    const float m_in   = p.m[mi];
+    const float m_in2  = m_in * kLog2e;
+    const float l_in   = p.l[li];
+    const float m_new2 = fmaxf(m_in2, m2);
+    const float e_in   = m_in2 == -INFINITY ? 0.f : ex2(m_in2 - m_new2);
+    const float e_loc  = ex2(m2 - m_new2);
+    float* accrow = p.acc + b * p.acc_batch_stride + std::int64_t(row) * p.acc_row_stride + h * p.acc_head_stride;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      float2* ptr = reinterpret_cast<float2*>(accrow + j * 8 + 2 * t);
+      float2 val  = make_float2(e_loc * o[4 * j + 2 * r], e_loc * o[4 * j + 2 * r + 1]);
+      if (e_in != 0.f) {
+        const float2 old = *ptr;
+        val.x            = fmaf(e_in, old.x, val.x);
+        val.y            = fmaf(e_in, old.y, val.y);
+      }
+      *ptr = val;
+    }
+    if (t == 0) {
+      p.m[mi] = m_in2 >= m2 ? m_in : m_new2 * kLn2;
+      p.l[li] = fmaf(e_in, l_in, e_loc * l_loc);
+    }
+  }
+}
+
+template <class Cfg, class Elem>
+void launch_attn_fwd_wgmma(const AttnFwdParams& p, cudaStream_t stream) {
+  const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const dim3 grid(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch));
+  auto kernel = attn_fwd_wgmma_kernel<Cfg, Elem>;
+  cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err == cudaSuccess) {
+    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p);
+    err = cudaGetLastError();
+  }
+  check_launch(err, "attn_fwd_wgmma_kernel");
+}
+
+}  // namespace DistAttn::Impl::cuda
