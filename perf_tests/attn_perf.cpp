@@ -3,7 +3,9 @@
 //   attn_perf -b 1024 -e 8192 -f 2 --heads 32 --kv-heads 32 --dim 128 --dtype bf16 --causal 1
 //             --dir both -w 2 -n 10 -c 1 [-J out.json] [--path auto|portable|cuda]
 //
-// time = median over -n iterations after -w warm-ups (CUDA events on GPUs);
+// time = median over -n iterations after -w warm-ups (CUDA events on GPUs) of the
+// library calls: forward = attention_fwd; backward = attention_bwd_delta, zeroing of
+// the fp32 dq/dk/dv and attention_bwd_update;
 // TFLOP/s uses docs/PERFORMANCE.md's conventions; #wrong counts output elements
 // outside the dtype's tolerance against the fp64 reference (forward: sampled rows
 // of two heads at any size; backward: every element, only for S <= 2048, "-" beyond).
@@ -128,11 +130,9 @@ void run(const Config& c, std::ostream& json) {
       }
       return median(t);
     };
-    auto fwd = [&] {
-      auto st = make_state<Acc>(exec, c.batch, int(S), c.heads, c.dim, "perf");
-      attention_fwd_update(exec, q, k, v, st, opts);
-      attention_finalize(exec, st, o, lse);
-    };
+    // The one-call API as users call it: on the tuned path it writes O and LSE
+    // directly; otherwise it runs make_state + attention_fwd_update + finalize.
+    auto fwd = [&] { attention_fwd(exec, q, k, v, o, lse, opts); };
     double tf = 0, tb = 0;
     std::string wf = "-", wb = "-";
     if (c.fwd || c.bwd) {

@@ -8,9 +8,9 @@
 // does) plus a small atol. NaN never passes. Tuned vs portable: the fp32 states
 // (acc, m, l) and gradients agree to the element type's tolerance.
 //
-// Every tuned call goes through Impl::TunedAttn*Update::run directly and asserts
-// that it ran (returned true), so a kernel that silently declined cannot make a
-// test pass on the portable path.
+// Every tuned call goes through Impl::TunedAttn*Update::run (or the forward's
+// TunedAttnFwdDirect::run) directly and asserts that it ran (returned true), so a
+// kernel that silently declined cannot make a test pass on the portable path.
 
 #include "attention_inputs.hpp"
 
@@ -252,8 +252,36 @@ std::string describe(const Shape& s, const Mask& m, std::uint64_t seed) {
 // ---------------------------------------------------------------------------------
 // Forward
 
+/// A final (O, LSE) against the fp64 reference (ro, rl) and the naive O: the rule,
+/// no NaN, empty rows (reference LSE = -inf) exactly O = 0 and LSE = -inf, and LSE
+/// to 2e-4.
+void expect_final_ok(const HostTensor& ho, const HostStats& hl, const HostTensor& naive, const HostTensor& ro,
+                     const HostStats& rl, const std::string& ctx) {
+  const std::string msg = rule_check("O", ho, naive, ro);
+  EXPECT_TRUE(msg.empty()) << msg << ", " << ctx;
+  EXPECT_EQ(count_nan(ho), 0) << ctx;
+  double lerr = 0;
+  long bad_empty = 0, bad_empty_o = 0;
+  for (std::size_t b = 0; b < rl.extent(0); ++b)
+    for (std::size_t h = 0; h < rl.extent(1); ++h)
+      for (std::size_t i = 0; i < rl.extent(2); ++i) {
+        const double lse = hl(b, h, i), ref = rl(b, h, i);
+        if (std::isinf(ref)) {
+          bad_empty += (std::isinf(lse) && lse < 0) ? 0 : 1;
+          for (std::size_t d = 0; d < ho.extent(3); ++d) bad_empty_o += ho(b, i, h, d) == 0.0 ? 0 : 1;
+          continue;
+        }
+        const double e = std::fabs(lse - ref);
+        lerr           = std::isnan(e) ? kInf : std::max(lerr, e);
+      }
+  EXPECT_EQ(bad_empty, 0) << "empty rows must give LSE = -inf, " << ctx;
+  EXPECT_EQ(bad_empty_o, 0) << "empty rows must give O = 0, " << ctx;
+  EXPECT_LE(lerr, 2e-4) << "LSE, " << ctx;
+}
+
 /// One-shot forward on both paths: rule against fp64, states tuned vs portable,
-/// empty rows O = 0 and LSE = -inf, no NaN.
+/// empty rows O = 0 and LSE = -inf, no NaN; then the same final checks on the
+/// tuned kernel's direct mode (O and LSE written by the kernel, no state).
 template <class T>
 void check_fwd(const Shape& s, const Mask& mask) {
   auto in                = make_inputs<T>(s);
@@ -268,28 +296,22 @@ void check_fwd(const Shape& s, const Mask& mask) {
   Tensor4<T, Mem> o("o", s.B, s.Sq, s.H, s.D);
   RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq);
   attention_finalize(Exec(), tuned, o, lse);
-  const auto ho = to_host(o);
-  const auto hl = stats_to_host(lse);
 
   HostTensor ro("ro", s.B, s.Sq, s.H, s.D);
   HostStats rl("rl", s.B, s.H, s.Sq);
   Testing::reference_fwd(in.q, in.k, in.v, mask, scale, ro, rl);
   const auto naive = naive_fwd<T>(in.q, in.k, in.v, mask, scale);
-  const std::string msg = rule_check("O", ho, naive, ro);
-  EXPECT_TRUE(msg.empty()) << msg << ", " << ctx;
-  EXPECT_EQ(count_nan(ho), 0) << ctx;
-  double lerr = 0;
-  long bad_empty = 0;
-  for (std::size_t i = 0; i < rl.span(); ++i) {
-    if (std::isinf(rl.data()[i])) {
-      bad_empty += (std::isinf(hl.data()[i]) && hl.data()[i] < 0) ? 0 : 1;
-      continue;
-    }
-    const double e = std::fabs(hl.data()[i] - rl.data()[i]);
-    lerr           = std::isnan(e) ? kInf : std::max(lerr, e);
-  }
-  EXPECT_EQ(bad_empty, 0) << "empty rows must give LSE = -inf, " << ctx;
-  EXPECT_LE(lerr, 2e-4) << "LSE, " << ctx;
+  expect_final_ok(to_host(o), stats_to_host(lse), naive, ro, rl, ctx);
+
+  // Direct mode into outputs pre-filled with NaN: a row the kernel leaves unwritten
+  // (an empty one, say) fails the NaN, LSE and empty-row checks.
+  Tensor4<T, Mem> od("od", s.B, s.Sq, s.H, s.D);
+  RowStats<Acc, Mem> lsed("lsed", s.B, s.H, s.Sq);
+  Kokkos::deep_copy(od, T(std::numeric_limits<float>::quiet_NaN()));
+  Kokkos::deep_copy(lsed, std::numeric_limits<Acc>::quiet_NaN());
+  const bool ran = Impl::TunedAttnFwdDirect<Exec, T>::run(Exec(), in.qd, in.kd, in.vd, od, lsed, mask, scale);
+  ASSERT_TRUE(ran) << "the CUDA-tuned direct forward declined this case, " << ctx;
+  expect_final_ok(to_host(od), stats_to_host(lsed), naive, ro, rl, ctx + " direct");
 }
 
 TYPED_TEST(CudaKernels, ForwardMatchesReferenceAndPortable) {

@@ -235,6 +235,8 @@ void attention_bwd_update(const Exec& exec, const QV& q, const KV& k, const VV& 
 }
 
 /// One-call forward over a whole local sequence: O and LSE ([B, H, S], accumulation type).
+/// Where a tuned kernel can finalize in place (TunedAttnFwdDirect) it writes O and
+/// LSE itself; otherwise a state is folded and finalized.
 template <class Exec, class QV, class KV, class VV, class OV, class LseV>
 void attention_fwd(const Exec& exec, const QV& q, const KV& k, const VV& v, const OV& o, const LseV& lse,
                    const AttnOptions& opts = {}) {
@@ -242,6 +244,16 @@ void attention_fwd(const Exec& exec, const QV& q, const KV& k, const VV& v, cons
   Impl::check_qkv<Exec>(where, q, k, v, opts);
   Impl::check_same4(where, "q", q, "o", o);
   if (opts.check_finite) Impl::check_finite_qkv(exec, where, q, k, v);
+  // The direct path skips attention_finalize, so its checks on o and lse are made here.
+  Impl::require_accessible<Exec, OV>(where, "o");
+  Impl::require_accessible<Exec, LseV>(where, "lse");
+  Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+  using T = typename QV::non_const_value_type;
+  Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
+  const double scale = resolved_scale(opts, int(q.extent(3)));
+  if (opts.path != KernelPath::Portable &&
+      Impl::TunedAttnFwdDirect<Exec, T>::run(exec, q, k, v, o, lse, opts.mask, scale))
+    return;
   using Acc = typename LseV::non_const_value_type;
   auto st = make_state<Acc>(exec, int(q.extent(0)), int(q.extent(1)), int(q.extent(2)), int(q.extent(3)),
                             "DistAttn::attention_fwd");

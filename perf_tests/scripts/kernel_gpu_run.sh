@@ -104,7 +104,7 @@ fi
 if [ "${NCU:-0}" = 1 ]; then
   stamp "ncu (shipped kernels)"
   timeout 90 ncu --clock-control none --kernel-name regex:attn_ --section SpeedOfLight --section WarpStateStats \
-    --section MemoryWorkloadAnalysis "$BENCH" -s 8192 --dim 128 -w 0 -n 1 --shipped-only > "$OUT/ncu.txt" 2>&1
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis "$BENCH" -s 8192 --dim 128 -w 0 -n 1 --shipped-only > "$OUT/ncu.txt" 2>&1
 fi
 
 if [ "${DEVICE_BUILD:-0}" = 1 ]; then

@@ -16,8 +16,16 @@
 //                                     warpgroup w makes dQ[:, 64 w .. 64 w + 63]
 //   dq  += scale dQ                   red.global.add.v2.f32
 //
-// Shared memory (d = 128): K, V 32 KB each, Q and dO 2 x 16 KB each (the next
-// query tile is copied while this one computes), dS^T 16 KB, statistics.
+// Shared memory (d = 128): K, V 32 KB each, Q and dO 16 KB each per stage, dS^T
+// 16 KB per buffer, statistics.
+//
+// Two schedules (WgBwdTile::kPipe):
+//  - plain: 2 stages of Q/dO (the next query tile is copied while this one
+//    computes), one dS^T buffer, two CTA barriers per step (tiles landed; dS^T
+//    complete) and every product waited for before the next is issued;
+//  - pipelined: 3 stages of Q/dO, 2 dS^T buffers and one barrier per step; S^T and
+//    dP^T of step it + 1 are issued right behind dQ of step it, so the tensor cores
+//    have them queued while the dQ atomics go out and the next exponentials wait.
 
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
@@ -36,6 +44,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   constexpr int BN = Cfg::kBlockN;  // keys per CTA, 64 per warpgroup
   constexpr int NT = Cfg::kNThreads;
   static_assert(BM == 64 && BN == 128 && D == 128 && NT == 256, "one entry: d 128, 64 queries x 2 x 64 keys");
+  constexpr bool kPipe = Cfg::kPipe;
+  constexpr int NQS    = Cfg::kQStages;   // Q/dO/statistics stages
+  constexpr int NDS    = Cfg::kDsBuffers; // dS^T buffers
   constexpr int NSC = BM / 2;  // S^T / dP^T floats per thread
   constexpr int NKV = D / 2;   // dK / dV floats per thread
   constexpr int NDQ = D / 4;   // dQ floats per thread (half of head_dim per warpgroup)
@@ -44,11 +55,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   constexpr uint32_t kSBytes = BN * BM * 2;
 
   constexpr uint32_t kOffV     = kKBytes;
-  constexpr uint32_t kOffQ     = kOffV + kKBytes;      // 2 stages
-  constexpr uint32_t kOffdO    = kOffQ + 2 * kQBytes;  // 2 stages
-  constexpr uint32_t kOffdS    = kOffdO + 2 * kQBytes;
-  constexpr uint32_t kOffStats = kOffdS + kSBytes;
-  static_assert(kOffStats + 2 * 3 * 4 * BM + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
+  constexpr uint32_t kOffQ     = kOffV + kKBytes;        // NQS stages
+  constexpr uint32_t kOffdO    = kOffQ + NQS * kQBytes;  // NQS stages
+  constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes; // NDS buffers
+  constexpr uint32_t kOffStats = kOffdS + NDS * kSBytes;
+  static_assert(kOffStats + NQS * 3 * 4 * BM + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;  // 128-byte swizzle: 1 KB aligned tiles
@@ -57,10 +68,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   const uint32_t sV   = base + kOffV;
   const uint32_t sQ0  = base + kOffQ;
   const uint32_t sdO0 = base + kOffdO;
-  const uint32_t sdS  = base + kOffdS;
-  float* sLse   = reinterpret_cast<float*>(smem_a + kOffStats);  // [2][BM], natural log
-  float* sDelta = sLse + 2 * BM;                                 // [2][BM]
-  int* sLim     = reinterpret_cast<int*>(sDelta + 2 * BM);       // [2][BM]
+  const uint32_t sdS0 = base + kOffdS;
+  float* sLse   = reinterpret_cast<float*>(smem_a + kOffStats);  // [NQS][BM], natural log
+  float* sDelta = sLse + NQS * BM;                               // [NQS][BM]
+  int* sLim     = reinterpret_cast<int*>(sDelta + NQS * BM);     // [NQS][BM]
 
   const int kt   = blockIdx.x;
   const int hk   = blockIdx.y;
@@ -94,10 +105,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
   const float sl2 = p.scale * kLog2e;
 
-  auto issue_q_side = [&](int it, int stage, int tid_l) {
+  auto q_tile = [&](int it, int& qt, int& h) {
     const int gi = it / per_head;
-    const int qt = first_qt + (it - gi * per_head);
-    const int h  = hk * G + gi;
+    qt           = first_qt + (it - gi * per_head);
+    h            = hk * G + gi;
+  };
+  auto issue_q_side = [&](int it, int stage, int tid_l) {
+    int qt, h;
+    q_tile(it, qt, h);
     const Elem* qg  = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
     const Elem* dog = static_cast<const Elem*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride;
     load_atom_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q_row_stride, qt * BM, p.seqlen_q, tid_l);
@@ -114,48 +129,24 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   };
   auto store_limits = [&](int it, int stage) {
     if (tid < BM) {
-      const int gi = it / per_head;
-      const int i  = (first_qt + (it - gi * per_head)) * BM + tid;
+      int qt, h;
+      q_tile(it, qt, h);
+      const int i = qt * BM + tid;
       sLim[stage * BM + tid] =
           i < p.seqlen_q ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, i)
                          : 0;
     }
   };
 
-  load_atom_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, k0, p.seqlen_k, tid);
-  load_atom_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, k0, p.seqlen_k, tid);
-  issue_q_side(0, 0, tid);
-  cp_async_commit();
-  store_limits(0, 0);
-
-  float dk[NKV], dv[NKV];
+  float dk[NKV], dv[NKV], st[NSC], dpt[NSC], dq[NDQ];
+  uint32_t pa[BM / 16][4], sa[BM / 16][4];
 #pragma unroll
   for (int i = 0; i < NKV; ++i) dk[i] = dv[i] = 0.f;
 
-  for (int it = 0; it < n_iter; ++it) {
-    const int stage      = it & 1;
-    const uint32_t sQ    = sQ0 + stage * kQBytes;
-    const uint32_t sdO   = sdO0 + stage * kQBytes;
-    const float* lse_s   = sLse + stage * BM;
-    const float* delta_s = sDelta + stage * BM;
-    const int* lim_s     = sLim + stage * BM;
-    const int gi         = it / per_head;
-    const int qt         = first_qt + (it - gi * per_head);
-    const int h          = hk * G + gi;
-
-    cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();  // this step's tiles landed; every warpgroup is done with the other stage
-    const bool has_next = it + 1 < n_iter;
-    if (has_next) {
-      issue_q_side(it + 1, stage ^ 1, opaque(tid));
-      store_limits(it + 1, stage ^ 1);
-    }
-    cp_async_commit();
-
-    // S^T and dP^T, 64 keys x BM queries per warpgroup, in two commit groups so the
-    // exponentials start while dP^T is still in the tensor cores.
-    float st[NSC], dpt[NSC];
+  // S^T and dP^T, 64 keys x BM queries per warpgroup, in two commit groups so the
+  // exponentials start while dP^T is still in the tensor cores.
+  auto issue_sdp = [&](int stage) {
+    const uint32_t sQ = sQ0 + stage * kQBytes, sdO = sdO0 + stage * kQBytes;
     fence_regs(st);
     fence_regs(dpt);
     wgmma_fence();
@@ -167,12 +158,13 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     for (int kk = 0; kk < D / 16; ++kk)
       wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, dpt, desc_kmajor<BN>(sV, wg * 64, kk), desc_kmajor<BM>(sdO, 0, kk), kk);
     wgmma_commit();
-
+  };
+  // P^T in place; thread's elements: key rows k0 + krow (+ 8), queries 8 j + 2 t + e.
+  auto compute_p = [&](int stage) {
+    const float* lse_s = sLse + stage * BM;
+    const int* lim_s   = sLim + stage * BM;
     const bool need_mask = k0 + BN > lim_s[0];
     const int kr0 = k0 + krow, kr1 = kr0 + 8;
-    wgmma_wait<1>();
-    fence_regs(st);
-    // P^T in place; thread's elements: key rows kr0 / kr1, queries 8 j + 2 t + e.
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
       const float2 ls = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
@@ -191,8 +183,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
         st[4 * j + 2 + e] = x1;
       }
     }
-    wgmma_wait<0>();
-    fence_regs(dpt);
+  };
+  // dS^T = P^T (dP^T - Delta), then P^T and dS^T packed as A operands (K = queries:
+  // step kk holds queries 16 kk ..) and dS^T stored [key][query] for dQ.
+  auto compute_ds = [&](int stage, uint32_t sdS) {
+    const float* delta_s = sDelta + stage * BM;
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
       const float2 de = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
@@ -201,9 +196,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
       dpt[4 * j + 2]  = st[4 * j + 2] * (dpt[4 * j + 2] - de.x);
       dpt[4 * j + 3]  = st[4 * j + 3] * (dpt[4 * j + 3] - de.y);
     }
-
-    // A operands (K = queries): step kk holds queries 16 kk .. 16 kk + 15.
-    uint32_t pa[BM / 16][4], sa[BM / 16][4];
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) {
 #pragma unroll
@@ -213,7 +205,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
         sa[kk][e]     = Ops::pack(dpt[idx], dpt[idx + 1]);
       }
     }
-    // dS^T -> shared memory [key][query] (atom layout, BN rows of 64 queries).
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
@@ -221,7 +212,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
         const int j = 2 * kk + (e >> 1), row = krow + 8 * (e & 1);
         asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sdS + atom_offset<BN>(row, j) + 4 * t), "r"(sa[kk][e]));
       }
-
+  };
+  auto issue_dkdv = [&](int stage) {  // dV += P^T dO, dK += dS^T Q
+    const uint32_t sQ = sQ0 + stage * kQBytes, sdO = sdO0 + stage * kQBytes;
     fence_regs(dv);
     fence_regs(dk);
     fence_regs(pa);
@@ -232,25 +225,18 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dk, sa[kk], desc_mnmajor<BM>(sQ, kk), 1);
     wgmma_commit();
-
-    fence_proxy_async();
-    __syncthreads();  // dS^T complete (both warpgroups' keys)
-
-    float dq[NDQ];
+  };
+  auto issue_dq = [&](uint32_t sdS) {  // dQ[:, 64 wg ..] = dS K over all BN keys
     fence_regs(dq);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
       wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS, kk), desc_mnmajor<BN>(sK, kk, wg), kk);
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(dq);
-    fence_regs(dv);
-    fence_regs(dk);
-    fence_regs(pa);
-    fence_regs(sa);
-
-    // dq rows: queries qt BM + 16 warp + g (+ 8); columns 64 wg + 8 j + 2 t.
+  };
+  auto store_dq = [&](int it) {  // dq rows qt BM + 16 warp + g (+ 8), columns 64 wg + 8 j + 2 t
+    int qt, h;
+    q_tile(it, qt, h);
     float* dqg = p.dq + b * p.dq_batch_stride + h * p.dq_head_stride + wg * 64 + 2 * t;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -261,6 +247,92 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
         for (int j = 0; j < NDQ / 4; ++j)
           red_add_f32x2(rowp + j * 8, p.scale * dq[4 * j + 2 * r], p.scale * dq[4 * j + 2 * r + 1]);
       }
+    }
+  };
+
+  load_atom_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, k0, p.seqlen_k, tid);
+  load_atom_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, k0, p.seqlen_k, tid);
+  issue_q_side(0, 0, tid);
+  cp_async_commit();
+  store_limits(0, 0);
+
+  if constexpr (!kPipe) {
+    for (int it = 0; it < n_iter; ++it) {
+      const int stage = it & 1;
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();  // this step's tiles landed; every warpgroup is done with the other stage
+      if (it + 1 < n_iter) {
+        issue_q_side(it + 1, stage ^ 1, opaque(tid));
+        store_limits(it + 1, stage ^ 1);
+      }
+      cp_async_commit();
+      issue_sdp(stage);
+      wgmma_wait<1>();
+      fence_regs(st);
+      compute_p(stage);
+      wgmma_wait<0>();
+      fence_regs(dpt);
+      compute_ds(stage, sdS0);
+      issue_dkdv(stage);
+      fence_proxy_async();
+      __syncthreads();  // dS^T complete (both warpgroups' keys)
+      issue_dq(sdS0);
+      wgmma_wait<0>();
+      fence_regs(dq);
+      fence_regs(dv);
+      fence_regs(dk);
+      fence_regs(pa);
+      fence_regs(sa);
+      store_dq(it);
+    }
+  } else {
+    // Step it uses Q/dO stage it % 3 and dS^T buffer it % 2. The one barrier of step
+    // it publishes dS^T(it) and the landed tiles of step it + 1, and follows every
+    // warpgroup's wait for its products of step it - 1; so after it, the copy for
+    // step it + 2 may overwrite stage (it + 2) % 3 (last read in step it - 1) and
+    // dS^T(it + 1) may overwrite the buffer dQ(it - 1) read.
+    if (n_iter > 1) {
+      issue_q_side(1, 1, tid);
+      store_limits(1, 1);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+    issue_sdp(0);
+    for (int it = 0; it < n_iter; ++it) {
+      const int stage = it % NQS;
+      const uint32_t sdS = sdS0 + (it & 1) * kSBytes;
+      wgmma_wait<1>();
+      fence_regs(st);
+      compute_p(stage);
+      wgmma_wait<0>();
+      fence_regs(dpt);
+      compute_ds(stage, sdS);
+      issue_dkdv(stage);
+      cp_async_wait<0>();  // step it + 1's tiles (issued a step ago)
+      fence_proxy_async();
+      __syncthreads();
+      if (it + 2 < n_iter) {
+        issue_q_side(it + 2, (it + 2) % NQS, opaque(tid));
+        store_limits(it + 2, (it + 2) % NQS);
+      }
+      cp_async_commit();
+      issue_dq(sdS);
+      wgmma_wait<1>();  // dK, dV of step it: P^T, dS^T registers free again
+      fence_regs(dv);
+      fence_regs(dk);
+      fence_regs(pa);
+      fence_regs(sa);
+      if (it + 1 < n_iter) {
+        issue_sdp((it + 1) % NQS);
+        wgmma_wait<2>();
+      } else {
+        wgmma_wait<0>();
+      }
+      fence_regs(dq);
+      store_dq(it);
     }
   }
 

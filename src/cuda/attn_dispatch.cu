@@ -60,6 +60,11 @@ bool vec8_ok(const void* p, std::int64_t s0, std::int64_t s1, std::int64_t s2) {
   return aligned(p, 8) && s0 % 2 == 0 && s1 % 2 == 0 && s2 % 2 == 0;
 }
 
+/// Packed pairs of 16-bit elements (4-byte stores): 4-byte base and even strides.
+bool vec4_ok(const void* p, std::int64_t s0, std::int64_t s1, std::int64_t s2) {
+  return aligned(p, 4) && s0 % 2 == 0 && s1 % 2 == 0 && s2 % 2 == 0;
+}
+
 bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim, float scale,
                const AttnMaskParams& mask) {
   if (!attn_head_dim_supported(head_dim)) return false;
@@ -75,11 +80,17 @@ bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim,
 bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
   if (!current_device_is_sm90()) return false;
-  if (p.batch == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 || p.heads == 0) return true;  // nothing to fold
+  const bool direct = p.o != nullptr;
+  if (p.batch == 0 || p.seqlen_q == 0 || p.heads == 0) return true;  // no rows
+  if (direct && p.lse == nullptr) return false;
+  // With no keys an update has nothing to fold, but direct mode still writes its rows.
+  if (p.seqlen_k == 0 && !direct) return true;
   if (!vec16_ok(p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride) ||
       !vec16_ok(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride) ||
-      !vec16_ok(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride) ||
-      !vec8_ok(p.acc, p.acc_batch_stride, p.acc_row_stride, p.acc_head_stride))
+      !vec16_ok(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride))
+    return false;
+  if (direct ? !vec4_ok(p.o, p.o_batch_stride, p.o_row_stride, p.o_head_stride)
+             : !vec8_ok(p.acc, p.acc_batch_stride, p.acc_row_stride, p.acc_head_stride))
     return false;
   const bool bf16 = p.dtype == AttnDType::BF16;
   if (p.head_dim == 64) bf16 ? run_attn_fwd_hdim64_bf16(p, stream) : run_attn_fwd_hdim64_fp16(p, stream);

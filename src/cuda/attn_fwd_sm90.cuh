@@ -11,7 +11,8 @@
 //   per tile   issue K[next]; S = Q K^T; mask; online softmax (exp2, log2e folded
 //              into the scale; O rescaled only when a row max grew); wait V;
 //              issue V[next]; O += P V; wait K[next]
-//   epilogue   merge (O, m, l) into the incoming state (acc, m, l) and store
+//   epilogue   merge (O, m, l) into the incoming state (acc, m, l) and store, or in
+//              direct mode (p.o set) write the final O and LSE (attn_fwd_direct.cuh)
 //
 // Key tiles are walked from the last admissible one down to 0, so the only tiles
 // that need element-wise masking (the "diagonal" band, and the ragged end of K)
@@ -22,8 +23,10 @@
 // into it one by one (the merge is associative) and reads the old accumulator once,
 // late, instead of holding it in registers for the whole CTA. Rows that see no
 // admissible key leave (acc, m, l) untouched; rows whose incoming m is -inf are
-// empty, their old acc is ignored.
+// empty, their old acc is ignored. Direct mode has no incoming state: every real
+// row is written, rows that see no key as O = 0, LSE = -inf.
 
+#include "attn_fwd_direct.cuh"
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
 
@@ -67,7 +70,18 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   const int q_last   = min(q0 + BM, p.seqlen_q) - 1;
   const int lim_max  = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
   const int n_kt     = (lim_max + BN - 1) / BN;
-  if (n_kt == 0) return;  // no row of the tile sees any key: state unchanged
+  if (n_kt == 0) {  // no row of the tile sees any key: state unchanged
+    if (p.o != nullptr) {  // direct mode: these rows still get their (empty) result
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = q0 + wrow + mt * 16 + g + 8 * r;
+          if (row < p.seqlen_q) write_empty_row<Elem, D>(p, b, h, row, t);
+        }
+    }
+    return;
+  }
   // Smallest limit over the tile's real rows (the first one): every key below it is
   // visible to every real row. Padding rows (past seqlen_q) need no mask: their Q is
   // zero-filled, their values stay finite and are never stored.
@@ -252,7 +266,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     stage ^= 1;
   }
 
-  // Epilogue: merge this block's (O, m, l) into the incoming state, row by row.
+  // Epilogue: merge this block's (O, m, l) into the incoming state, row by row (or,
+  // in direct mode, finalize it).
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -260,7 +275,13 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
       const float l_loc = quad_sum(lrow[mt][r]);
       const int row     = q0 + wrow + mt * 16 + g + 8 * r;
       const float m2    = mrow[mt][r];
-      if (row >= p.seqlen_q || m2 == -INFINITY) continue;  // nothing admissible: state unchanged
+      if (row >= p.seqlen_q) continue;
+      if (p.o != nullptr) {  // before the empty-row skip: direct mode writes empty rows too
+        write_direct_row<Elem, D>(p, b, h, row, t, m2, l_loc,
+                                  [&](int i) { return make_float2(o[mt][i][2 * r], o[mt][i][2 * r + 1]); });
+        continue;
+      }
+      if (m2 == -INFINITY) continue;  // nothing admissible: state unchanged
       const std::int64_t mi = b * p.m_batch_stride + h * p.m_head_stride + row * p.m_row_stride;
       const std::int64_t li = b * p.l_batch_stride + h * p.l_head_stride + row * p.l_row_stride;
       const float m_in   = p.m[mi];

@@ -11,7 +11,11 @@
 //              mask, online softmax (exp2), P packed into A registers
 //              O += P V     wgmma rs, V read MN-major (transposed), kBlockN/16 steps
 //   epilogue   merge (O, m, l) into the incoming state, exactly as the mma.sync
-//              kernel does (same register layout per warp)
+//              kernel does (same register layout per warp), or in direct mode
+//              (p.o set) write the final O and LSE (attn_fwd_direct.cuh)
+//
+// WgFwdTile::kOverlap selects FA3's intra-warpgroup pipelining instead of the
+// plain order above (see the loop).
 //
 // One barrier per tile: the next tile's copy is issued right after it, into the
 // stage that every warpgroup finished reading in the previous tile (both products
@@ -19,6 +23,7 @@
 // The warpgroups are otherwise independent, so one's softmax can run under the
 // other's products.
 
+#include "attn_fwd_direct.cuh"
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
 #include "wgmma.cuh"
@@ -64,7 +69,15 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
   const int q_last  = min(q0 + BM, p.seqlen_q) - 1;
   const int lim_max = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
   const int n_kt    = (lim_max + BN - 1) / BN;
-  if (n_kt == 0) return;  // no row of the tile sees any key: state unchanged
+  if (n_kt == 0) {  // no row of the tile sees any key: state unchanged
+    if (p.o != nullptr)  // direct mode: these rows still get their (empty) result
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = q0 + wrow + g + 8 * r;
+        if (row < p.seqlen_q) write_empty_row<Elem, D>(p, b, h, row, t);
+      }
+    return;
+  }
   const int lim_min = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q0);
 
   int lim[2];
@@ -79,38 +92,18 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
   const Elem* kg = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
   const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
 
-  int kt = n_kt - 1;
-  load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid);
-  load_atom_tile_async<BN, D, NT>(sK0, kg, p.k_row_stride, kt * BN, p.seqlen_k, tid);
-  load_atom_tile_async<BN, D, NT>(sV0, vg, p.v_row_stride, kt * BN, p.seqlen_k, tid);
-  cp_async_commit();
-
   float o[NO];
 #pragma unroll
   for (int i = 0; i < NO; ++i) o[i] = 0.f;
   float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
   const float sl2 = p.scale * kLog2e;
+  float s[NS];
+  uint32_t pa[BN / 16][4];
 
-  int stage = 0;
-  for (; kt >= 0; --kt) {
-    const uint32_t sK = sK0 + stage * kKVBytes;
-    const uint32_t sV = sV0 + stage * kKVBytes;
-    cp_async_wait<0>();
-    fence_proxy_async();
-    __syncthreads();
-    if (kt > 0) {
-      const int tid_l = opaque(tid);
-      load_atom_tile_async<BN, D, NT>(sK0 + (stage ^ 1) * kKVBytes, kg, p.k_row_stride, (kt - 1) * BN, p.seqlen_k,
-                                      tid_l);
-      load_atom_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v_row_stride, (kt - 1) * BN, p.seqlen_k,
-                                      tid_l);
-    }
-    cp_async_commit();
-
-    // S = Q K^T for this warpgroup's 64 rows x BN keys.
-    float s[NS];
-    fence_regs(s);
-    wgmma_fence();
+  // Key tiles are processed from the last one down: step i handles tile n_kt - 1 - i,
+  // whose K sits in stage i % 2 (and, one step later, its V in stage i % 2).
+  auto tile_of = [&](int i) { return n_kt - 1 - i; };
+  auto issue_s = [&](uint32_t sK) {  // S = Q K^T, this warpgroup's 64 rows x BN keys
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       if constexpr (BN == 128)
@@ -119,10 +112,20 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
         wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, wg * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
     }
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(s);
-
-    const int k0 = kt * BN;
+  };
+  auto issue_pv = [&](uint32_t sV) {  // O += P V, P from registers, V read transposed
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      if constexpr (D == 128)
+        wgmma_rs_m64n128k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
+      else
+        wgmma_rs_m64n64k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
+    }
+    wgmma_commit();
+  };
+  // Mask and online softmax of S in place (P, fp32); returns whether O needs the
+  // rescale by alpha (some row of the warp got a new max).
+  auto softmax = [&](int k0, float (&alpha)[2]) {
     if (k0 + BN > lim_min) {
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
@@ -133,8 +136,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
         if (c + 1 >= lim[1]) s[4 * j + 3] = -INFINITY;
       }
     }
-
-    float alpha[2];
     bool grew = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -156,18 +157,18 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       }
       lrow[r] = lrow[r] * alpha[r] + sum;
     }
-    if (__any_sync(0xffffffffu, grew)) {
+    return __any_sync(0xffffffffu, grew);
+  };
+  auto rescale_o = [&](const float (&alpha)[2]) {
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o[4 * j + 0] *= alpha[0];
-        o[4 * j + 1] *= alpha[0];
-        o[4 * j + 2] *= alpha[1];
-        o[4 * j + 3] *= alpha[1];
-      }
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j + 0] *= alpha[0];
+      o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1];
+      o[4 * j + 3] *= alpha[1];
     }
-
-    // O += P V: the S accumulators of keys 16 kk.. are the A operand of step kk.
-    uint32_t pa[BN / 16][4];
+  };
+  auto pack_p = [&] {  // the S accumulators of keys 16 kk.. are the A operand of step kk
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       pa[kk][0] = Ops::pack(s[8 * kk + 0], s[8 * kk + 1]);
@@ -175,29 +176,106 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       pa[kk][2] = Ops::pack(s[8 * kk + 4], s[8 * kk + 5]);
       pa[kk][3] = Ops::pack(s[8 * kk + 6], s[8 * kk + 7]);
     }
+  };
+  auto load_k = [&](int i, int tid_l) {
+    load_atom_tile_async<BN, D, NT>(sK0 + (i & 1) * kKVBytes, kg, p.k_row_stride, tile_of(i) * BN, p.seqlen_k, tid_l);
+  };
+  auto load_v = [&](int i, int tid_l) {
+    load_atom_tile_async<BN, D, NT>(sV0 + (i & 1) * kKVBytes, vg, p.v_row_stride, tile_of(i) * BN, p.seqlen_k, tid_l);
+  };
+  auto wait_tiles = [&] {
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();
+  };
+
+  load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid);
+  load_k(0, tid);
+  if constexpr (!Cfg::kOverlap) load_v(0, tid);
+  cp_async_commit();
+
+  if constexpr (!Cfg::kOverlap) {
+    // Plain schedule: S, softmax, P V in sequence per tile; K and V of the next
+    // tile copied under the whole tile. Tensor cores idle during the softmax unless
+    // the other warpgroup happens to be in a product.
+    for (int i = 0; i < n_kt; ++i) {
+      wait_tiles();
+      if (i + 1 < n_kt) {
+        const int tid_l = opaque(tid);
+        load_k(i + 1, tid_l);
+        load_v(i + 1, tid_l);
+      }
+      cp_async_commit();
+      fence_regs(s);
+      wgmma_fence();
+      issue_s(sK0 + (i & 1) * kKVBytes);
+      wgmma_wait<0>();
+      fence_regs(s);
+      float alpha[2];
+      if (softmax(tile_of(i) * BN, alpha)) rescale_o(alpha);
+      pack_p();
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      issue_pv(sV0 + (i & 1) * kKVBytes);
+      wgmma_wait<0>();
+      fence_regs(o);
+    }
+  } else {
+    // Overlapped schedule (FA3's intra-warpgroup pipelining): step i issues
+    // S_i = Q K_i^T and then O += P_{i-1} V_{i-1}, and runs the softmax of S_i while
+    // the second product is in the tensor cores; O is rescaled by alpha_i once that
+    // product has landed. V therefore trails K by one step: the copy issued in step
+    // i brings V_i and K_{i+1}, each into the stage its previous occupant left in
+    // step i - 1.
+    for (int i = 0; i < n_kt; ++i) {
+      wait_tiles();
+      {
+        const int tid_l = opaque(tid);
+        load_v(i, tid_l);
+        if (i + 1 < n_kt) load_k(i + 1, tid_l);
+      }
+      cp_async_commit();
+      fence_regs(s);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      issue_s(sK0 + (i & 1) * kKVBytes);
+      if (i > 0) issue_pv(sV0 + ((i - 1) & 1) * kKVBytes);
+      if (i > 0) wgmma_wait<1>();
+      else wgmma_wait<0>();
+      fence_regs(s);
+      float alpha[2];
+      const bool grew = softmax(tile_of(i) * BN, alpha);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);
+      if (grew) rescale_o(alpha);
+      pack_p();
+    }
+    wait_tiles();  // V of the last tile
     fence_regs(o);
     fence_regs(pa);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      if constexpr (D == 128)
-        wgmma_rs_m64n128k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
-      else
-        wgmma_rs_m64n64k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
-    }
-    wgmma_commit();
+    issue_pv(sV0 + ((n_kt - 1) & 1) * kKVBytes);
     wgmma_wait<0>();
     fence_regs(o);
-    stage ^= 1;
   }
 
-  // Epilogue: merge this block's (O, m, l) into the incoming state, row by row.
+  // Epilogue: merge this block's (O, m, l) into the incoming state, row by row, or
+  // in direct mode (p.o set) write the final O and LSE.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float l_loc = quad_sum(lrow[r]);
     const int row     = q0 + wrow + g + 8 * r;
     const float m2    = mrow[r];
-    if (row >= p.seqlen_q || m2 == -INFINITY) continue;  // nothing admissible: state unchanged
+    if (row >= p.seqlen_q) continue;
+    if (p.o != nullptr) {  // before the empty-row skip: direct mode writes empty rows too
+      write_direct_row<Elem, D>(p, b, h, row, t, m2, l_loc,
+                                [&](int j) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
+      continue;
+    }
+    if (m2 == -INFINITY) continue;  // nothing admissible: state unchanged
     const std::int64_t mi = b * p.m_batch_stride + h * p.m_head_stride + row * p.m_row_stride;
     const std::int64_t li = b * p.l_batch_stride + h * p.l_head_stride + row * p.l_row_stride;
     const float m_in   = p.m[mi];

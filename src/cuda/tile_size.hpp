@@ -91,7 +91,7 @@ struct BwdTilePS {
 /// Forward on warpgroup MMA (attn_fwd_wgmma_sm90.cuh): two warpgroups of 64 query
 /// rows each (kBlockM = 128), K/V tiles of kBlockN keys in two stages. Registers
 /// per thread: S (kBlockN / 2) + O (d / 2) + P (kBlockN / 4) fp32/packed values.
-template <int kHeadDim_, int kBlockN_, int kMinBlocks_ = 1>
+template <int kHeadDim_, int kBlockN_, bool kOverlap_ = false, int kMinBlocks_ = 1>
 struct WgFwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = 128;
@@ -100,6 +100,10 @@ struct WgFwdTile {
   static constexpr int kNThreads  = 256;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kWgmma    = true;
+  // Issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} back to back and run the softmax of
+  // S_i under the second product (FA3's intra-warpgroup pipelining); V trails K by
+  // one step. Same registers: P_{i-1} is in flight while S_i is softmaxed.
+  static constexpr bool kOverlap  = kOverlap_;
   static_assert(kBlockN == 64 || kBlockN == 128, "S = Q K^T is one m64n64 or m64n128 product per k step");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
   // Q + 2 stages of K and V, 16-bit, + 1 KB to align the tiles to the swizzle period.
@@ -108,7 +112,7 @@ struct WgFwdTile {
 
 /// Backward on warpgroup MMA (attn_bwd_wgmma_sm90.cuh): two warpgroups of 64 keys
 /// (kBlockN = 128) walk query tiles of kBlockM = 64. d = 128 only for now.
-template <int kHeadDim_, int kBlockM_, int kBlockN_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, bool kPipe_ = false>
 struct WgBwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = kBlockM_;
@@ -118,10 +122,16 @@ struct WgBwdTile {
   static constexpr int kMinBlocks = 1;
   static constexpr bool kPdSInSmem = true;
   static constexpr bool kWgmma     = true;
-  // K, V + 2 stages of Q and dO + the dS^T tile (16-bit) + 2 stages of (LSE, Delta,
-  // key limit) + 1 KB of alignment slack.
-  static constexpr int kSmemBytes =
-      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) + 2 * 3 * 4 * kBlockM + 1024;
+  // Pipelined schedule (one barrier per step, the next S^T / dP^T queued behind dQ):
+  // 3 stages of Q/dO and 2 dS^T buffers instead of 2 and 1.
+  static constexpr bool kPipe     = kPipe_;
+  static constexpr int kQStages   = kPipe ? 3 : 2;
+  static constexpr int kDsBuffers = kPipe ? 2 : 1;
+  // K, V + stages of Q and dO + dS^T buffers (16-bit) + stages of (LSE, Delta, key
+  // limit) + 1 KB of alignment slack.
+  static constexpr int kSmemBytes = 2 * (2 * kBlockN * kHeadDim + 2 * kQStages * kBlockM * kHeadDim +
+                                         kDsBuffers * kBlockN * kBlockM) +
+                                    kQStages * 3 * 4 * kBlockM + 1024;
 };
 
 // ---------------------------------------------------------------------------------

@@ -20,6 +20,15 @@ struct TunedAttnFwdUpdate {
   static bool run(const Exec&, Args&&...) { return false; }
 };
 
+/// One-call forward straight into the final (o, lse), with no state: a tuned backend
+/// may offer it where its kernel can finalize in place; otherwise attention_fwd
+/// takes the state path (update, then finalize).
+template <class Exec, class T>
+struct TunedAttnFwdDirect {
+  template <class... Args>
+  static bool run(const Exec&, Args&&...) { return false; }
+};
+
 template <class Exec, class T>
 struct TunedAttnBwdUpdate {
   template <class... Args>

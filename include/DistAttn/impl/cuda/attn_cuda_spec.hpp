@@ -4,7 +4,8 @@
 /// (STYLE §b3, level 2): on Kokkos::Cuda with bf16 or fp16 inputs, the building
 /// block's forward and backward updates pack an AttnFwdParams / AttnBwdParams
 /// (impl/cuda/attn_params.hpp) and call the kernels compiled into the library from
-/// src/cuda/*.cu, on the caller's execution-space stream. They decline (return
+/// src/cuda/*.cu, on the caller's execution-space stream; the one-call forward may
+/// also have the kernel write the final O and LSE directly. They decline (return
 /// false, so the portable kernel runs) for anything the kernels do not cover:
 /// head_dim other than 64/128, non-fp32 accumulators, non-unit head_dim stride,
 /// misaligned rows, a non-positive scale, or a device other than sm_90.
@@ -100,6 +101,55 @@ struct TunedAttnFwdUpdate<Kokkos::Cuda, T> {
       p.acc_batch_stride = sa.s[0], p.acc_row_stride = sa.s[1], p.acc_head_stride = sa.s[2];
       p.m_batch_stride = sm.s[0], p.m_head_stride = sm.s[1], p.m_row_stride = sm.s[2];
       p.l_batch_stride = sl.s[0], p.l_head_stride = sl.s[1], p.l_row_stride = sl.s[2];
+      p.batch     = int(q.extent(0));
+      p.seqlen_q  = int(q.extent(1));
+      p.heads     = int(q.extent(2));
+      p.head_dim  = int(q.extent(3));
+      p.seqlen_k  = int(k.extent(1));
+      p.heads_kv  = int(k.extent(2));
+      p.scale     = float(scale);
+      p.mask      = mask_params(mask);
+      p.dtype     = dtype_of<T>();
+      return cuda::run_attn_fwd(p, exec.cuda_stream());
+    }
+  }
+};
+
+/// Direct mode of the forward kernel (AttnFwdParams::o): O in the element type and
+/// fp32 LSE written by the kernel itself; declines wherever the update would, and
+/// where the kernel of this head_dim has no direct mode.
+template <class T>
+struct TunedAttnFwdDirect<Kokkos::Cuda, T> {
+  template <class QV, class KV, class VV, class OV, class LseV>
+  static bool run(const Kokkos::Cuda& exec, const QV& q, const KV& k, const VV& v, const OV& o, const LseV& lse,
+                  const Mask& mask, double scale) {
+    using namespace cuda_spec;
+    if constexpr (!is_tuned_elem_v<T> || !value_is_v<KV, T> || !value_is_v<VV, T> || !value_is_v<OV, T> ||
+                  !value_is_v<LseV, float>) {
+      return false;
+    } else {
+      if (!cuda::attn_head_dim_supported(int(q.extent(3)))) return false;
+      if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(o)) return false;
+      if (o.data() == nullptr) return false;  // null o would mean update mode to the kernels
+      const Strides<QV> sq(q);
+      const Strides<KV> sk(k);
+      const Strides<VV> sv(v);
+      const Strides<OV> so(o);
+      const Strides<LseV> sl(lse);
+      cuda::AttnFwdParams p{};
+      p.q   = q.data();
+      p.k   = k.data();
+      p.v   = v.data();
+      p.acc = nullptr;
+      p.m   = nullptr;
+      p.l   = nullptr;
+      p.o   = o.data();
+      p.lse = lse.data();
+      p.q_batch_stride = sq.s[0], p.q_row_stride = sq.s[1], p.q_head_stride = sq.s[2];
+      p.k_batch_stride = sk.s[0], p.k_row_stride = sk.s[1], p.k_head_stride = sk.s[2];
+      p.v_batch_stride = sv.s[0], p.v_row_stride = sv.s[1], p.v_head_stride = sv.s[2];
+      p.o_batch_stride = so.s[0], p.o_row_stride = so.s[1], p.o_head_stride = so.s[2];
+      p.lse_batch_stride = sl.s[0], p.lse_head_stride = sl.s[1], p.lse_row_stride = sl.s[2];
       p.batch     = int(q.extent(0));
       p.seqlen_q  = int(q.extent(1));
       p.heads     = int(q.extent(2));

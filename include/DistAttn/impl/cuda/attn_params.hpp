@@ -33,6 +33,13 @@ struct AttnMaskParams {
 
 /// Forward update: folds softmax(scale Q K^T + mask) V of one K/V block into the
 /// running state (acc, m, l) of the query rows, which may already hold other blocks.
+///
+/// Direct mode, iff o != nullptr: the block is the whole key set of the rows, and
+/// the kernel writes the finalized O (element type of Q, acc / l; 0 for a row with
+/// no admissible key) and LSE (m + log l; -inf for such a row) instead, as if the
+/// state had started empty and been finalized. acc, m, l and their strides are
+/// then unused and may be null. This saves the one-call forward the fp32 state's
+/// allocation, its reset and the finalize pass over it.
 struct AttnFwdParams {
   const void* q;
   const void* k;
@@ -40,6 +47,8 @@ struct AttnFwdParams {
   float* acc;  // [B, Sq, H, D] unnormalized accumulator, read and written
   float* m;    // [B, H, Sq] running max (natural log units), read and written
   float* l;    // [B, H, Sq] running sum, read and written
+  void* o;     // [B, Sq, H, D] direct mode: finalized output, written; else null
+  float* lse;  // [B, H, Sq] direct mode: natural-log LSE, written
 
   std::int64_t q_batch_stride, q_row_stride, q_head_stride;
   std::int64_t k_batch_stride, k_row_stride, k_head_stride;
@@ -47,6 +56,8 @@ struct AttnFwdParams {
   std::int64_t acc_batch_stride, acc_row_stride, acc_head_stride;
   std::int64_t m_batch_stride, m_head_stride, m_row_stride;
   std::int64_t l_batch_stride, l_head_stride, l_row_stride;
+  std::int64_t o_batch_stride, o_row_stride, o_head_stride;
+  std::int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
 
   int batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
   float scale;  // softmax scale (natural units), must be > 0
@@ -86,9 +97,10 @@ struct AttnBwdParams {
 /// Whether a tuned kernel exists for this head_dim (64 or 128).
 bool attn_head_dim_supported(int head_dim);
 
-/// Launches the forward update on `stream` and returns true, or returns false
-/// without touching anything when the shape, alignment or device is not
-/// supported (the caller then runs the portable kernel). Throws on launch errors.
+/// Launches the forward update (or, with params.o set, the direct forward) on
+/// `stream` and returns true, or returns false without touching anything when the
+/// shape, alignment, device or mode is not supported (the caller then runs the
+/// portable kernel, or the state path). Throws on launch errors.
 bool run_attn_fwd(const AttnFwdParams& params, cudaStream_t stream);
 
 /// Backward counterpart of run_attn_fwd; same contract.
