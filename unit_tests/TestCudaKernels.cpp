@@ -1,5 +1,6 @@
 // CUDA-tuned tile kernels (src/cuda) against the fp64 reference and against the
-// portable kernels, for bf16 and fp16, head_dim 64 and 128.
+// portable kernels, for bf16 and fp16, head_dim 64 and 128 (and the zero-padded
+// head_dims below 128).
 //
 // Accuracy rule (flash-attention's): with fresh random inputs, the tuned kernel's
 // max abs error against the fp64 reference must not exceed twice the error of a
@@ -462,7 +463,8 @@ TYPED_TEST(CudaKernels, ForwardStridedViews) {
 }
 
 // The public API picks the tuned kernel on Cuda (Auto and Cuda give the same bits),
-// and declines head_dim 96 (the portable kernel runs instead).
+// and declines head_dims it has no kernel for (not a multiple of 8, or above 128:
+// the portable kernel runs instead).
 TYPED_TEST(CudaKernels, DispatchSeam) {
   using T = TypeParam;
   static_assert(Impl::tuned_attn_avail<Kokkos::Cuda, T>::value, "bf16/fp16 must be tuned on Cuda");
@@ -477,11 +479,14 @@ TYPED_TEST(CudaKernels, DispatchSeam) {
   const auto ha = state_to_host(a), hb = state_to_host(b);
   for (std::size_t i = 0; i < ha.acc.span(); ++i) ASSERT_EQ(ha.acc.data()[i], hb.acc.data()[i]);
 
-  const Shape s96{1, 20, 20, 2, 2, 96};
-  auto in96 = make_inputs<T>(s96);
-  auto st   = make_state<Acc>(Exec(), s96.B, s96.Sq, s96.H, s96.D);
-  EXPECT_FALSE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), in96.qd, in96.kd, in96.vd, st.acc, st.m, st.l,
-                                                       opts.mask, 0.1)));
+  for (int D : {100, 256}) {
+    const Shape sd{1, 20, 20, 2, 2, D};
+    auto ind = make_inputs<T>(sd);
+    auto st  = make_state<Acc>(Exec(), sd.B, sd.Sq, sd.H, sd.D);
+    EXPECT_FALSE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), ind.qd, ind.kd, ind.vd, st.acc, st.m, st.l,
+                                                         opts.mask, 0.1)))
+        << "head_dim " << D;
+  }
 }
 
 // ---------------------------------------------------------------------------------
@@ -567,6 +572,22 @@ TYPED_TEST(CudaKernels, BackwardStridedMasksAndEmptyRows) {
 TYPED_TEST(CudaKernels, BackwardLongCausal) {
   using T = TypeParam;
   check_bwd<T>({1, 777, 777, 2, 1, 128}, Mask::causal());
+}
+
+// head_dim other than 64 / 128 (any multiple of 8 up to 128) runs in the next
+// instantiated kernel with the columns zero-padded in shared memory: loads must
+// zero-fill the padding and stores must skip it (several heads per row, so a store
+// into the padding lands in the next head and fails the reference check).
+TYPED_TEST(CudaKernels, PaddedHeadDims) {
+  using T = TypeParam;
+  for (int D : {8, 32, 80, 96, 120}) {
+    check_fwd<T>({1, 300, 300, 4, 2, D}, Mask::causal());
+    check_fwd<T>({1, 190, 257, 3, 3, D}, Mask::none());
+  }
+  for (int D : {32, 96, 120}) {
+    check_bwd<T>({1, 300, 300, 4, 2, D}, Mask::causal());
+    check_bwd<T>({1, 190, 257, 3, 3, D}, Mask::causal({67, 1}, {0, 1}));
+  }
 }
 
 // Q split in 2 and K/V in 3 strided pieces: the sum of the tuned per-block updates

@@ -8,7 +8,7 @@
 # perf_tests/scripts/gpu_build.sh. Extra test binaries in .gpu/bin named
 # distattn_test_cuda_kernels_* (other tile tables, mutants) run too. Logs go to
 # $OUT; the last lines are a summary.
-#   EXTRA=1         also time d = 64, non-causal and GQA shapes (attn_perf + SDPA)
+#   EXTRA=1         also time d = 64, d = 96, non-causal and GQA shapes (attn_perf + SDPA)
 #   SANITIZE=0      skip compute-sanitizer
 #   NCU=1           Nsight Compute sections of the shipped kernels (S = 8192)
 #   DEVICE_BUILD=1  also build from source with gpu_build.sh (nice'd, in the
@@ -64,6 +64,7 @@ stamp "attn_perf --path cuda"
     timeout 60 "$PERF" -b 8192 -e 16384 -f 2 --heads 32 --dim 128 --dtype bf16 --causal 0 -w 2 -n 10 -c 1 --path cuda | grep -v "^#"
     timeout 60 "$PERF" -b 32768 -e 32768 --heads 32 --kv-heads 8 --dim 128 --dtype bf16 --causal 1 -w 2 -n 10 -c 1 --path cuda | grep -v "^#"
     timeout 60 "$PERF" -b 32768 -e 32768 --heads 32 --dim 128 --dtype fp16 --causal 1 -w 2 -n 10 -c 1 --path cuda | grep -v "^#"
+    timeout 60 "$PERF" -b 8192 -e 32768 -f 4 --heads 32 --dim 96 --dtype bf16 --causal 1 -w 2 -n 10 -c 1 --path cuda | grep -v "^#"
   fi
 } > "$OUT/perf.log" 2>&1
 
@@ -74,6 +75,7 @@ stamp "SDPA anchor"
   if [ "${EXTRA:-0}" = 1 ]; then
     timeout 60 python3 perf_tests/scripts/sdpa_baseline.py --seqs 8192 32768 --heads 64 --dim 64 | grep -v "^#"
     timeout 60 python3 perf_tests/scripts/sdpa_baseline.py --seqs 8192 16384 --causal 0 | grep -v "^#"
+    timeout 60 python3 perf_tests/scripts/sdpa_baseline.py --seqs 8192 32768 --dim 96 | grep -v "^#"
   fi
 } > "$OUT/sdpa.log" 2>&1
 

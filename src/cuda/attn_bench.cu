@@ -280,6 +280,8 @@ int main(int argc, char** argv) {
       fwd_row<WgFwdTile<128, 64>>("wgmma 128x64", b, causal, w, n, false);
       fwd_row<WgFwdTile<128, 128, true>>("wgmma 128x128 overlap", b, causal, w, n, false);
       fwd_row<WgFwdTile<128, 64, true>>("wgmma 128x64 overlap", b, causal, w, n, false);
+      fwd_row<WgFwdTile<128, 128, kSchedPingpong>>("wgmma 128x128 pingpong", b, causal, w, n, false);
+      fwd_row<WgFwdTile<128, 64, kSchedPingpong>>("wgmma 128x64 pingpong", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTilePS<128, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<128, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
@@ -291,6 +293,8 @@ int main(int argc, char** argv) {
       fwd_row<WgFwdTile<64, 64>>("wgmma 128x64", b, causal, w, n, false);
       fwd_row<WgFwdTile<64, 128, true>>("wgmma 128x128 overlap", b, causal, w, n, false);
       fwd_row<WgFwdTile<64, 64, true>>("wgmma 128x64 overlap", b, causal, w, n, false);
+      fwd_row<WgFwdTile<64, 64, kSchedPingpong>>("wgmma 128x64 pingpong", b, causal, w, n, false);
+      fwd_row<WgFwdTile<64, 128, kSchedPingpong>>("wgmma 128x128 pingpong", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTilePS<64, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
     }

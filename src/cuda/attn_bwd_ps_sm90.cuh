@@ -97,8 +97,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
     const int h  = hk * G + gi;
     const Elem* qg  = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
     const Elem* dog = static_cast<const Elem*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride;
-    load_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q_row_stride, qt * BM, p.seqlen_q, tid);
-    load_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.do_row_stride, qt * BM, p.seqlen_q, tid);
+    load_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q_row_stride, qt * BM, p.seqlen_q, tid, p.head_dim);
+    load_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.do_row_stride, qt * BM, p.seqlen_q, tid, p.head_dim);
     if (tid < BM) {
       const int i   = qt * BM + tid;
       const bool ok = i < p.seqlen_q;
@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
     }
   };
 
-  load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, k0, p.seqlen_k, tid);
-  load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, k0, p.seqlen_k, tid);
+  load_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, k0, p.seqlen_k, tid, p.head_dim);
+  load_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, k0, p.seqlen_k, tid, p.head_dim);
   issue_q_side(0, 0);
   cp_async_commit();
   store_limits(0, 0);
@@ -301,7 +301,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
             float* rowp = dqg + std::int64_t(qrow) * p.dq_row_stride;
 #pragma unroll
             for (int i = 0; i < C3 / 8; ++i)
-              red_add_f32x2(rowp + i * 8, p.scale * dq[mt][i][2 * r], p.scale * dq[mt][i][2 * r + 1]);
+              if (w3d * C3 + i * 8 < p.head_dim)  // zero padding of a head_dim below D
+                red_add_f32x2(rowp + i * 8, p.scale * dq[mt][i][2 * r], p.scale * dq[mt][i][2 * r + 1]);
           }
         }
     }
@@ -324,6 +325,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
                    w2d * C2 + 2 * t;
 #pragma unroll
       for (int i = 0; i < C2 / 8; ++i) {
+        if (w2d * C2 + i * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
         float2* pk = reinterpret_cast<float2*>(dkp + i * 8);
         float2* pv = reinterpret_cast<float2*>(dvp + i * 8);
         float2 ok = *pk, ov = *pv;

@@ -115,8 +115,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     q_tile(it, qt, h);
     const Elem* qg  = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
     const Elem* dog = static_cast<const Elem*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride;
-    load_atom_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q_row_stride, qt * BM, p.seqlen_q, tid_l);
-    load_atom_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.do_row_stride, qt * BM, p.seqlen_q, tid_l);
+    load_atom_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q_row_stride, qt * BM, p.seqlen_q, tid_l, p.head_dim);
+    load_atom_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.do_row_stride, qt * BM, p.seqlen_q, tid_l, p.head_dim);
     if (tid_l < BM) {
       const int i   = qt * BM + tid_l;
       const bool ok = i < p.seqlen_q;
@@ -245,13 +245,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
         float* rowp = dqg + std::int64_t(qrow) * p.dq_row_stride;
 #pragma unroll
         for (int j = 0; j < NDQ / 4; ++j)
-          red_add_f32x2(rowp + j * 8, p.scale * dq[4 * j + 2 * r], p.scale * dq[4 * j + 2 * r + 1]);
+          if (wg * 64 + j * 8 < p.head_dim)  // zero padding of a head_dim below D
+            red_add_f32x2(rowp + j * 8, p.scale * dq[4 * j + 2 * r], p.scale * dq[4 * j + 2 * r + 1]);
       }
     }
   };
 
-  load_atom_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, k0, p.seqlen_k, tid);
-  load_atom_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, k0, p.seqlen_k, tid);
+  load_atom_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, k0, p.seqlen_k, tid, p.head_dim);
+  load_atom_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, k0, p.seqlen_k, tid, p.head_dim);
   issue_q_side(0, 0, tid);
   cp_async_commit();
   store_limits(0, 0);
@@ -345,6 +346,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     float* dvp = p.dv + b * p.dv_batch_stride + std::int64_t(kr) * p.dv_row_stride + hk * p.dv_head_stride + 2 * t;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
+      if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
       float2* pk = reinterpret_cast<float2*>(dkp + j * 8);
       float2* pv = reinterpret_cast<float2*>(dvp + j * 8);
       float2 ok = *pk, ov = *pv;

@@ -20,7 +20,10 @@ void check_launch(cudaError_t err, const char* what) {
                              cudaGetErrorString(err));
 }
 
-bool attn_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
+// The kernels are instantiated for head_dim 64 and 128; any other multiple of 8 up
+// to 128 runs in the next one up with its columns zero-padded in shared memory
+// (loads zero-fill, stores skip the padding): exact, at the padded size's cost.
+bool attn_head_dim_supported(int head_dim) { return head_dim >= 8 && head_dim <= 128 && head_dim % 8 == 0; }
 
 namespace {
 
@@ -93,7 +96,7 @@ bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
              : !vec8_ok(p.acc, p.acc_batch_stride, p.acc_row_stride, p.acc_head_stride))
     return false;
   const bool bf16 = p.dtype == AttnDType::BF16;
-  if (p.head_dim == 64) bf16 ? run_attn_fwd_hdim64_bf16(p, stream) : run_attn_fwd_hdim64_fp16(p, stream);
+  if (p.head_dim <= 64) bf16 ? run_attn_fwd_hdim64_bf16(p, stream) : run_attn_fwd_hdim64_fp16(p, stream);
   else bf16 ? run_attn_fwd_hdim128_bf16(p, stream) : run_attn_fwd_hdim128_fp16(p, stream);
   return true;
 }
@@ -111,7 +114,7 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
       !vec8_ok(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride))
     return false;
   const bool bf16 = p.dtype == AttnDType::BF16;
-  if (p.head_dim == 64) bf16 ? run_attn_bwd_hdim64_bf16(p, stream) : run_attn_bwd_hdim64_fp16(p, stream);
+  if (p.head_dim <= 64) bf16 ? run_attn_bwd_hdim64_bf16(p, stream) : run_attn_bwd_hdim64_fp16(p, stream);
   else bf16 ? run_attn_bwd_hdim128_bf16(p, stream) : run_attn_bwd_hdim128_fp16(p, stream);
   return true;
 }

@@ -27,6 +27,7 @@ __device__ __forceinline__ void write_direct_row(const AttnFwdParams& p, int b, 
                h * p.o_head_stride;
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
+    if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
     const float2 v = get(j);
     // The select, not inv = 0 alone: an empty row's O is 0 even where a non-finite V
     // made its accumulator NaN (0 * Inf), as on the state path, which never touches it.

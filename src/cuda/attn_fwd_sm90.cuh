@@ -104,10 +104,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
 
   int kt = n_kt - 1;
-  load_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid);
-  load_tile_async<BN, D, NT>(sK0, kg, p.k_row_stride, kt * BN, p.seqlen_k, tid);
+  load_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid, p.head_dim);
+  load_tile_async<BN, D, NT>(sK0, kg, p.k_row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
   cp_async_commit();
-  load_tile_async<BN, D, NT>(sV0, vg, p.v_row_stride, kt * BN, p.seqlen_k, tid);
+  load_tile_async<BN, D, NT>(sV0, vg, p.v_row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     const typename Tile::Lane la = Tile::lane(lane_row_a(lane_l), lane_chunk_a(lane_l));
     const typename Tile::Lane lb = Tile::lane(lane_row_b(lane_l), lane_chunk_b(lane_l));
     if (kt > 0) load_tile_async<BN, D, NT>(sK0 + (stage ^ 1) * kKVBytes, kg, p.k_row_stride, (kt - 1) * BN,
-                                           p.seqlen_k, tid_l);
+                                           p.seqlen_k, tid_l, p.head_dim);
     cp_async_commit();
 
     // S = Q K^T for 16 MT rows x BN keys; every K fragment feeds MT products.
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     cp_async_wait<1>();  // V[kt] (the group before K[kt-1]) has landed
     __syncthreads();
     if (kt > 0) load_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v_row_stride, (kt - 1) * BN,
-                                           p.seqlen_k, Cfg::kRebuildAddr ? opaque(tid) : tid);
+                                           p.seqlen_k, Cfg::kRebuildAddr ? opaque(tid) : tid, p.head_dim);
     cp_async_commit();
 
     // O += P V: P's C fragments are the A fragments (16-bit), V via ldmatrix.trans;
@@ -293,6 +293,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
       float* accrow = p.acc + b * p.acc_batch_stride + std::int64_t(row) * p.acc_row_stride + h * p.acc_head_stride;
 #pragma unroll
       for (int i = 0; i < D / 8; ++i) {
+        if (i * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
         float2* ptr = reinterpret_cast<float2*>(accrow + i * 8 + 2 * t);
         float2 val  = make_float2(e_loc * o[mt][i][2 * r], e_loc * o[mt][i][2 * r + 1]);
         if (e_in != 0.f) {

@@ -49,8 +49,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
   // The 128-byte swizzle repeats every 1024 B: tiles start on such a boundary
   // (kSmemBytes carries the 1 KB of slack this rounding may use).
   const uint32_t sQ  = (smem_u32(smem) + 1023u) & ~1023u;
-  const uint32_t sK0 = sQ + kQBytes;  // stages at sK0, sK0 + kKVBytes
-  const uint32_t sV0 = sK0 + 2 * kKVBytes;
+  constexpr int NSTG  = Cfg::kStages;
+  const uint32_t sK0 = sQ + kQBytes;  // stages at sK0 + stage * kKVBytes
+  const uint32_t sV0 = sK0 + NSTG * kKVBytes;
+  const uint32_t sBar = sV0 + NSTG * kKVBytes;  // ping-pong: full[NSTG], empty[NSTG] mbarriers
 
   const int qt   = int(gridDim.x) - 1 - int(blockIdx.x);  // heaviest causal tiles first
   const int h    = blockIdx.y;
@@ -178,10 +180,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
     }
   };
   auto load_k = [&](int i, int tid_l) {
-    load_atom_tile_async<BN, D, NT>(sK0 + (i & 1) * kKVBytes, kg, p.k_row_stride, tile_of(i) * BN, p.seqlen_k, tid_l);
+    load_atom_tile_async<BN, D, NT>(sK0 + (i & 1) * kKVBytes, kg, p.k_row_stride, tile_of(i) * BN, p.seqlen_k, tid_l, p.head_dim);
   };
   auto load_v = [&](int i, int tid_l) {
-    load_atom_tile_async<BN, D, NT>(sV0 + (i & 1) * kKVBytes, vg, p.v_row_stride, tile_of(i) * BN, p.seqlen_k, tid_l);
+    load_atom_tile_async<BN, D, NT>(sV0 + (i & 1) * kKVBytes, vg, p.v_row_stride, tile_of(i) * BN, p.seqlen_k, tid_l, p.head_dim);
   };
   auto wait_tiles = [&] {
     cp_async_wait<0>();
@@ -189,7 +191,82 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
     __syncthreads();
   };
 
-  load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid);
+  if constexpr (Cfg::kPingpong) {
+    // Ping-pong schedule. Tile i lives in stage i % 3. Shared memory is handed over
+    // with mbarriers instead of CTA barriers, so the warpgroups may drift apart by
+    // up to a tile: full[s] completes when all 256 threads' copies of the tile in
+    // stage s have landed (each thread waits for its own copies, fences them to the
+    // async proxy and arrives, a step after issuing them); empty[s] completes when
+    // all 256 threads' products on that tile have been waited for. The products
+    // themselves are issued in turns (named barriers 1 and 2): S of warpgroup 0, S of
+    // warpgroup 1, P V of warpgroup 0, P V of warpgroup 1, ... so that one warpgroup's
+    // softmax runs while the other's product is in the tensor cores.
+    const uint32_t full0 = sBar, empty0 = sBar + 8 * NSTG;
+    if (tid == 0) {
+#pragma unroll
+      for (int st = 0; st < NSTG; ++st) {
+        mbar_init(full0 + 8 * st, NT);
+        mbar_init(empty0 + 8 * st, NT);
+      }
+      mbar_init_fence();
+    }
+    const AtomTileCopy<BN, D, NT> kv_copy(tid, p.k_row_stride, p.head_dim);
+    const AtomTileCopy<BN, D, NT> v_copy(tid, p.v_row_stride, p.head_dim);
+    auto load_tile = [&](int i) {  // K and V of step i into stage i % 3
+      const int st = i % NSTG, rows = p.seqlen_k - tile_of(i) * BN;
+      kv_copy.issue(sK0 + st * kKVBytes, kg + std::int64_t(tile_of(i)) * BN * p.k_row_stride, rows);
+      v_copy.issue(sV0 + st * kKVBytes, vg + std::int64_t(tile_of(i)) * BN * p.v_row_stride, rows);
+    };
+    load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid, p.head_dim);
+    load_tile(0);
+    cp_async_commit();
+    if (n_kt > 1) load_tile(1);
+    cp_async_commit();
+    __syncthreads();  // mbarrier initialization visible
+    cp_async_wait<1>();
+    fence_proxy_async();
+    mbar_arrive(full0);
+    const int turn_mine = 1 + wg, turn_other = 1 + (wg ^ 1);
+    if (wg == 1) named_barrier_arrive(turn_other, NT);  // warpgroup 0 goes first
+
+    for (int i = 0; i < n_kt; ++i) {
+      const int st = i % NSTG;
+      if (i + 1 < n_kt) {  // this thread's copies of step i + 1 (issued a step ago)
+        cp_async_wait<0>();
+        fence_proxy_async();
+        mbar_arrive(full0 + 8 * ((i + 1) % NSTG));
+      }
+      mbar_wait(full0 + 8 * st, (i / NSTG) & 1);
+      if (i + 2 < n_kt) {
+        const int s2 = (i + 2) % NSTG;
+        if (i + 2 >= NSTG) mbar_wait(empty0 + 8 * s2, ((i + 2) / NSTG - 1) & 1);
+        load_tile(i + 2);
+      }
+      cp_async_commit();
+
+      named_barrier(turn_mine, NT);
+      fence_regs(s);
+      wgmma_fence();
+      issue_s(sK0 + st * kKVBytes);
+      named_barrier_arrive(turn_other, NT);
+      wgmma_wait<0>();
+      fence_regs(s);
+      float alpha[2];
+      if (softmax(tile_of(i) * BN, alpha)) rescale_o(alpha);
+      pack_p();
+      named_barrier(turn_mine, NT);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      issue_pv(sV0 + st * kKVBytes);
+      // Balance the turns: warpgroup 1 pre-arrived once, so it skips its last arrive.
+      if (!(wg == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, NT);
+      wgmma_wait<0>();
+      fence_regs(o);
+      mbar_arrive(empty0 + 8 * st);
+    }
+  } else {
+  load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid, p.head_dim);
   load_k(0, tid);
   if constexpr (!Cfg::kOverlap) load_v(0, tid);
   cp_async_commit();
@@ -261,6 +338,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
     wgmma_wait<0>();
     fence_regs(o);
   }
+  }  // plain / overlap
 
   // Epilogue: merge this block's (O, m, l) into the incoming state, row by row, or
   // in direct mode (p.o set) write the final O and LSE.
@@ -287,6 +365,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
     float* accrow = p.acc + b * p.acc_batch_stride + std::int64_t(row) * p.acc_row_stride + h * p.acc_head_stride;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
+      if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
       float2* ptr = reinterpret_cast<float2*>(accrow + j * 8 + 2 * t);
       float2 val  = make_float2(e_loc * o[4 * j + 2 * r], e_loc * o[4 * j + 2 * r + 1]);
       if (e_in != 0.f) {

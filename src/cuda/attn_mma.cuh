@@ -176,10 +176,11 @@ __device__ __forceinline__ int lane_row_b(int lane) { return (lane & 7) + (lane 
 __device__ __forceinline__ int lane_chunk_b(int lane) { return (lane >> 3) & 1; }
 
 /// Issues cp.async copies of a kRows x kCols tile whose row r lives at
-/// g + (row0 + r) * row_stride; rows at or past `rows_valid` are zero-filled.
+/// g + (row0 + r) * row_stride; rows at or past `rows_valid`, and columns at or past
+/// `cols_valid` (a head_dim below kCols, padded with zeros), are zero-filled.
 template <int kRows, int kCols, int kThreads, class Elem>
 __device__ __forceinline__ void load_tile_async(uint32_t s_base, const Elem* g, std::int64_t row_stride, int row0,
-                                                int rows_valid, int tid) {
+                                                int rows_valid, int tid, int cols_valid = kCols) {
   using Tile              = SwizzledTile<kCols>;
   constexpr int kChunks   = Tile::kChunks;
   constexpr int kTotal    = kRows * kChunks;
@@ -189,8 +190,8 @@ __device__ __forceinline__ void load_tile_async(uint32_t s_base, const Elem* g, 
     const int idx   = it * kThreads + tid;
     const int r     = idx / kChunks;
     const int c     = idx % kChunks;
-    const bool ok   = row0 + r < rows_valid;
-    const Elem* src = g + (ok ? std::int64_t(row0 + r) * row_stride : std::int64_t(0)) + c * 8;
+    const bool ok   = row0 + r < rows_valid && c * 8 < cols_valid;
+    const Elem* src = g + (ok ? std::int64_t(row0 + r) * row_stride + c * 8 : std::int64_t(0));
     cp_async_16(s_base + Tile::offset(r, c), src, ok);
   }
 }

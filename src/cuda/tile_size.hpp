@@ -91,7 +91,16 @@ struct BwdTilePS {
 /// Forward on warpgroup MMA (attn_fwd_wgmma_sm90.cuh): two warpgroups of 64 query
 /// rows each (kBlockM = 128), K/V tiles of kBlockN keys in two stages. Registers
 /// per thread: S (kBlockN / 2) + O (d / 2) + P (kBlockN / 4) fp32/packed values.
-template <int kHeadDim_, int kBlockN_, bool kOverlap_ = false, int kMinBlocks_ = 1>
+/// Schedules of the wgmma forward (attn_fwd_wgmma_sm90.cuh).
+enum WgFwdSchedule : int {
+  kSchedPlain    = 0,  // per tile: S, softmax, P V; one CTA barrier per tile
+  kSchedOverlap  = 1,  // FA3's intra-warpgroup pipelining: softmax of S_i under P_{i-1} V_{i-1}
+  kSchedPingpong = 2,  // mbarrier pipeline (3 stages, no CTA barrier in the loop) and the
+                       // two warpgroups' products issued in turns, so one warpgroup's
+                       // softmax runs under the other's products (FA3's ping-pong)
+};
+
+template <int kHeadDim_, int kBlockN_, int kSched_ = kSchedPlain, int kMinBlocks_ = 1>
 struct WgFwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = 128;
@@ -100,14 +109,15 @@ struct WgFwdTile {
   static constexpr int kNThreads  = 256;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kWgmma    = true;
-  // Issue S_i = Q K_i^T and O += P_{i-1} V_{i-1} back to back and run the softmax of
-  // S_i under the second product (FA3's intra-warpgroup pipelining); V trails K by
-  // one step. Same registers: P_{i-1} is in flight while S_i is softmaxed.
-  static constexpr bool kOverlap  = kOverlap_;
+  static constexpr int kSched     = kSched_;
+  static constexpr bool kOverlap  = kSched == kSchedOverlap;
+  static constexpr bool kPingpong = kSched == kSchedPingpong;
+  static constexpr int kStages    = kSched == kSchedPingpong ? 3 : 2;  // K/V stages
   static_assert(kBlockN == 64 || kBlockN == 128, "S = Q K^T is one m64n64 or m64n128 product per k step");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
-  // Q + 2 stages of K and V, 16-bit, + 1 KB to align the tiles to the swizzle period.
-  static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 4 * kBlockN * kHeadDim) + 1024;
+  // Q + kStages stages of K and V, 16-bit, + 1 KB to align the tiles to the swizzle
+  // period + 64 B of mbarriers.
+  static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 2 * kStages * kBlockN * kHeadDim) + 1024 + 64;
 };
 
 /// Backward on warpgroup MMA (attn_bwd_wgmma_sm90.cuh): two warpgroups of 64 keys
@@ -145,10 +155,12 @@ struct WgBwdTile {
 #if !defined(DISTATTN_CUDA_TILES_ALT)
 
 // Warpgroup MMA (wgmma) entries (NOTES.md run 6, H200, S = 32K causal bf16, kernel only).
-// fwd d = 128: 2 warpgroups x 64 query rows, 128-key tiles, 164 regs: 406.4 TF/s
-// (64-key tiles 375.4; the mma.sync kernel 337.7 in the same run).
-using FwdTileD128 = WgFwdTile<128, 128>;
-// fwd d = 64 (H = 64): 64-key tiles 356.0 TF/s, 128-key tiles 329.9, mma.sync 301.7.
+// fwd d = 128: 2 warpgroups x 64 query rows, 128-key tiles, ping-pong schedule
+// (3 mbarrier stages, 230 KB smem, 165 regs): 493.1 TF/s against 413.8 for the plain
+// schedule and 405.6 for the intra-warpgroup overlap in the same run (NOTES.md run 9).
+using FwdTileD128 = WgFwdTile<128, 128, kSchedPingpong>;
+// fwd d = 64 (H = 64): 64-key tiles 356.0 TF/s, 128-key tiles 329.9, mma.sync 301.7;
+// ping-pong does not help here (351.7 vs 359.8, run 9).
 using FwdTileD64 = WgFwdTile<64, 64>;
 // bwd d = 128: 2 warpgroups x 64 keys, 64-query steps, 254 regs, no spill: 366.8 TF/s
 // (mma.sync PS 267.3).

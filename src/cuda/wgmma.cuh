@@ -91,10 +91,12 @@ __device__ __forceinline__ void named_barrier(int id, int count) {
 }
 
 /// Issues cp.async copies of a kRows x kCols tile (rows at g + (row0 + r) *
-/// row_stride, zero-filled at or past rows_valid) into the atom layout.
+/// row_stride, zero-filled at or past rows_valid, columns zero-filled at or past
+/// cols_valid: a head_dim below kCols runs as kCols with zero padding) into the
+/// atom layout.
 template <int kRows, int kCols, int kThreads, class Elem>
 __device__ __forceinline__ void load_atom_tile_async(uint32_t s_base, const Elem* g, std::int64_t row_stride,
-                                                     int row0, int rows_valid, int tid) {
+                                                     int row0, int rows_valid, int tid, int cols_valid = kCols) {
   constexpr int kChunks = kCols / 8;
   constexpr int kTotal  = kRows * kChunks;
   static_assert(kTotal % kThreads == 0, "tile copy must split evenly over the CTA");
@@ -103,12 +105,76 @@ __device__ __forceinline__ void load_atom_tile_async(uint32_t s_base, const Elem
     const int idx   = it * kThreads + tid;
     const int r     = idx / kChunks;
     const int c     = idx % kChunks;
-    const bool ok   = row0 + r < rows_valid;
-    const Elem* src = g + (ok ? std::int64_t(row0 + r) * row_stride : std::int64_t(0)) + c * 8;
+    const bool ok   = row0 + r < rows_valid && c * 8 < cols_valid;
+    const Elem* src = g + (ok ? std::int64_t(row0 + r) * row_stride + c * 8 : std::int64_t(0));
     const int src_size = ok ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s_base + atom_offset<kRows>(r, c)),
                  "l"(src), "r"(src_size));
   }
+}
+
+/// Per-thread plan of copying kRows x kCols tiles into the atom layout with 16-byte
+/// cp.async, computed once: thread tid copies chunk tid % (kCols / 8) of rows
+/// tid / (kCols / 8) + k * kRowsPerPass. Since kRowsPerPass is a multiple of 8, the
+/// swizzle of a thread's chunks is the same in every pass, so a pass costs a pointer
+/// add and an immediate shared-memory offset (load_atom_tile_async recomputes the
+/// whole address per chunk).
+template <int kRows, int kCols, int kThreads>
+struct AtomTileCopy {
+  static constexpr int kChunks      = kCols / 8;
+  static constexpr int kRowsPerPass = kThreads / kChunks;
+  static constexpr int kPasses      = kRows / kRowsPerPass;
+  static_assert(kThreads % kChunks == 0 && kRows % kRowsPerPass == 0 && kRowsPerPass % 8 == 0, "copy plan");
+  uint32_t dst;              // byte offset of pass 0's chunk in the tile
+  std::int64_t src;          // element offset of pass 0's chunk from the tile's row 0
+  std::int64_t pass_stride;  // elements between passes
+  int row;                   // tile row of pass 0; -kRows if the chunk is padding
+
+  /// Columns at or past cols_valid (a head_dim below kCols) are zero-filled.
+  __device__ __forceinline__ AtomTileCopy(int tid, std::int64_t row_stride, int cols_valid = kCols) {
+    row               = tid / kChunks;
+    const int c       = tid % kChunks;
+    dst               = atom_offset<kRows>(row, c);
+    src               = std::int64_t(row) * row_stride + c * 8;
+    pass_stride       = std::int64_t(kRowsPerPass) * row_stride;
+    if (c * 8 >= cols_valid) row = -(1 << 30);  // never below rows_valid: zero fill
+  }
+  /// Rows at or past rows_valid (counted from the tile's row 0) are zero-filled.
+  template <class Elem>
+  __device__ __forceinline__ void issue(uint32_t s_base, const Elem* tile, int rows_valid) const {
+    const Elem* ptr = tile + src;
+#pragma unroll
+    for (int k = 0; k < kPasses; ++k) {
+      const bool ok      = unsigned(row + k * kRowsPerPass) < unsigned(rows_valid);
+      const int src_size = ok ? 16 : 0;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s_base + dst + k * kRowsPerPass * 128),
+                   "l"(ok ? ptr : tile), "r"(src_size));
+      ptr += pass_stride;
+    }
+  }
+};
+
+// mbarriers (shared-memory transaction barriers) for pipelines where the two
+// warpgroups must not wait for each other at every tile.
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+/// Blocks until the phase with the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\nLAB_WAIT:\n"  // labels are local to the { } block
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra LAB_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+/// Arrive without waiting on named barrier `id` (count threads take part).
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
 // The instructions (operand lists written out: inline asm takes no arrays).

@@ -7,7 +7,7 @@
 /// src/cuda/*.cu, on the caller's execution-space stream; the one-call forward may
 /// also have the kernel write the final O and LSE directly. They decline (return
 /// false, so the portable kernel runs) for anything the kernels do not cover:
-/// head_dim other than 64/128, non-fp32 accumulators, non-unit head_dim stride,
+/// head_dim not a multiple of 8 up to 128, non-fp32 accumulators, non-unit head_dim stride,
 /// misaligned rows, a non-positive scale, or a device other than sm_90.
 ///
 /// Included by impl/attn_spec.hpp; empty unless the library was built with

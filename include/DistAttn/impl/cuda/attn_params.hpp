@@ -94,7 +94,8 @@ struct AttnBwdParams {
   AttnDType dtype;
 };
 
-/// Whether a tuned kernel exists for this head_dim (64 or 128).
+/// Whether a tuned kernel runs this head_dim: multiples of 8 up to 128 (64 and 128
+/// natively, the others zero-padded to the next of the two).
 bool attn_head_dim_supported(int head_dim);
 
 /// Launches the forward update (or, with params.o set, the direct forward) on
