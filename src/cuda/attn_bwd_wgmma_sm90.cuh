@@ -13,7 +13,8 @@
 //                                     dO and Q read MN-major, 64 keys x d
 //   dS^T -> shared memory; barrier
 //   dQ   = dS K                       wgmma ss, dS^T and K both read MN-major;
-//                                     warpgroup w makes dQ[:, 64 w .. 64 w + 63]
+//                                     d = 128: warpgroup w makes dQ[:, 64 w ..] over
+//                                     all keys; d = 64: over its own 64 keys only
 //   dq  += scale dQ                   red.global.add.v2.f32
 //
 // Shared memory (d = 128): K, V 32 KB each, Q and dO 16 KB each per stage, dS^T
@@ -43,13 +44,22 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   constexpr int BM = Cfg::kBlockM;  // queries per step (the N of S^T)
   constexpr int BN = Cfg::kBlockN;  // keys per CTA, 64 per warpgroup
   constexpr int NT = Cfg::kNThreads;
-  static_assert(BM == 64 && BN == 128 && D == 128 && NT == 256, "one entry: d 128, 64 queries x 2 x 64 keys");
+  static_assert(BM == 64 && BN == 128 && (D == 64 || D == 128) && NT == 256, "64 queries x 2 x 64 keys, d 64 or 128");
   constexpr bool kPipe = Cfg::kPipe;
   constexpr int NQS    = Cfg::kQStages;   // Q/dO/statistics stages
   constexpr int NDS    = Cfg::kDsBuffers; // dS^T buffers
   constexpr int NSC = BM / 2;  // S^T / dP^T floats per thread
   constexpr int NKV = D / 2;   // dK / dV floats per thread
-  constexpr int NDQ = D / 4;   // dQ floats per thread (half of head_dim per warpgroup)
+  // dQ: d = 128 splits head_dim between the warpgroups (each sums over all BN keys,
+  // after a CTA barrier for the other's dS^T rows); d = 64 splits the keys (each
+  // sums over its own 64, needs only its own dS^T rows, and both add into dq: the
+  // same atomic bytes per step as d = 128). 64 x 64 floats per warpgroup either way.
+  // WgBwdTile::kDqKeys takes the key split for d = 128 too: no CTA barrier for dQ,
+  // but two 64-column passes and twice the atomic bytes.
+  constexpr bool kDqSplitKeys = D == 64 || Cfg::kDqKeys;
+  constexpr int kDqPasses     = kDqSplitKeys ? D / 64 : 1;
+  static_assert(!(kPipe && kDqPasses > 1), "the pipelined schedule issues dQ in one pass");
+  constexpr int NDQ = 32;
   constexpr uint32_t kKBytes = BN * D * 2;
   constexpr uint32_t kQBytes = BM * D * 2;
   constexpr uint32_t kSBytes = BN * BM * 2;
@@ -59,7 +69,15 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   constexpr uint32_t kOffdO    = kOffQ + NQS * kQBytes;  // NQS stages
   constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes; // NDS buffers
   constexpr uint32_t kOffStats = kOffdS + NDS * kSBytes;
-  static_assert(kOffStats + NQS * 3 * 4 * BM + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
+  // Bulk dQ (WgBwdTile::kDqBulk): each warpgroup stages its 64 x 64 fp32 dQ block in
+  // shared memory and adds it to dq with one bulk reduction per row
+  // (cp.reduce.async.bulk ... add.f32: whole rows through the copy engine instead of
+  // 16 red.v2 per thread). Rows padded by 16 B against bank conflicts.
+  constexpr bool kDqBulk       = Cfg::kDqBulk;
+  constexpr uint32_t kDqRow    = 64 * 4 + 16;
+  constexpr uint32_t kOffDq    = kOffStats + NQS * 3 * 4 * BM;
+  static_assert(!kDqBulk || (!kPipe && kDqPasses == 1), "bulk dQ: plain schedule, one pass");
+  static_assert(kOffDq + (kDqBulk ? 2 * 64 * kDqRow : 0) + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;  // 128-byte swizzle: 1 KB aligned tiles
@@ -85,6 +103,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   const int g    = lane >> 2;
   const int t    = lane & 3;
   const int krow = wg * 64 + warp * 16 + g;  // this thread's key rows krow, krow + 8 (CTA-local)
+  const uint32_t sDq = base + kOffDq + wg * 64 * kDqRow;  // this warpgroup's dQ block (bulk dQ)
   const AttnMaskParams& mk = p.mask;
 
   int i0 = 0;  // first query that sees key k0
@@ -104,6 +123,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   const Elem* kg = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
   const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
   const float sl2 = p.scale * kLog2e;
+  // Bulk reductions need 16-byte aligned rows; otherwise dQ goes out by red.v2.
+  const bool dq_bulk_ok = (reinterpret_cast<std::uintptr_t>(p.dq) & 15) == 0 && (p.dq_row_stride & 3) == 0 &&
+                          (p.dq_head_stride & 3) == 0 && (p.dq_batch_stride & 3) == 0;
 
   auto q_tile = [&](int it, int& qt, int& h) {
     const int gi = it / per_head;
@@ -221,23 +243,69 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     fence_regs(sa);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dv, pa[kk], desc_mnmajor<BM>(sdO, kk), 1);
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      if constexpr (D == 128) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dv, pa[kk], desc_mnmajor<BM>(sdO, kk), 1);
+      else wgmma_rs_m64n64k16<1>(Tag<Elem>{}, dv, pa[kk], desc_mnmajor<BM>(sdO, kk), 1);
+    }
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dk, sa[kk], desc_mnmajor<BM>(sQ, kk), 1);
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      if constexpr (D == 128) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dk, sa[kk], desc_mnmajor<BM>(sQ, kk), 1);
+      else wgmma_rs_m64n64k16<1>(Tag<Elem>{}, dk, sa[kk], desc_mnmajor<BM>(sQ, kk), 1);
+    }
     wgmma_commit();
   };
-  auto issue_dq = [&](uint32_t sdS) {  // dQ[:, 64 wg ..] = dS K over all BN keys
+  auto issue_dq = [&](uint32_t sdS, int pass = 0) {  // dQ = dS K: dS^T and K both read MN-major
     fence_regs(dq);
     wgmma_fence();
+    if constexpr (kDqSplitKeys) {  // own 64 keys, columns 64 pass ..
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-      wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS, kk), desc_mnmajor<BN>(sK, kk, wg), kk);
+      for (int kk = 0; kk < 64 / 16; ++kk)
+        wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS + wg * 8192, kk),
+                                 desc_mnmajor<BN>(sK + wg * 8192, kk, pass), kk);
+    } else {  // all BN keys, columns 64 wg ..
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS, kk), desc_mnmajor<BN>(sK, kk, wg), kk);
+    }
     wgmma_commit();
   };
-  auto store_dq = [&](int it) {  // dq rows qt BM + 16 warp + g (+ 8), columns 64 wg + 8 j + 2 t
+  // dS^T of the rows issue_dq reads is complete: the whole CTA's, or this warpgroup's.
+  auto sync_ds = [&] {
+    // Bulk dQ: the previous step's row reductions have read this warpgroup's block
+    // before the barrier after which it is rewritten.
+    if (kDqBulk && (tid & 127) < 64) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    fence_proxy_async();
+    if constexpr (kDqSplitKeys) named_barrier(1 + wg, 128);
+    else __syncthreads();
+  };
+  auto store_dq = [&](int it, int pass = 0) {  // dq rows qt BM + 16 warp + g (+ 8), columns 64 wg + 8 j + 2 t
     int qt, h;
     q_tile(it, qt, h);
-    float* dqg = p.dq + b * p.dq_batch_stride + h * p.dq_head_stride + wg * 64 + 2 * t;
+    const int c0 = kDqSplitKeys ? pass * 64 : wg * 64;  // first column of this warpgroup's dQ
+    float* dqg   = p.dq + b * p.dq_batch_stride + h * p.dq_head_stride + c0 + 2 * t;
+    if (kDqBulk && dq_bulk_ok) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int j = 0; j < NDQ / 4; ++j)
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sDq + (warp * 16 + g + 8 * r) * kDqRow +
+                                                                   (j * 8 + 2 * t) * 4),
+                       "f"(p.scale * dq[4 * j + 2 * r]), "f"(p.scale * dq[4 * j + 2 * r + 1]));
+      fence_proxy_async();  // the bulk copy reads through the async proxy
+      named_barrier(3 + wg, 128);
+      const int li = tid & 127, qrow = qt * BM + li;
+      if (li < 64) {
+        if (qrow < p.seqlen_q && c0 < p.head_dim) {
+          const int bytes = min(64, p.head_dim - c0) * 4;
+          asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
+                           dqg - 2 * t + std::int64_t(qrow) * p.dq_row_stride),
+                       "r"(sDq + li * kDqRow), "r"(bytes)
+                       : "memory");
+        }
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+      }
+      return;
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int qrow = qt * BM + warp * 16 + g + 8 * r;
@@ -245,7 +313,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
         float* rowp = dqg + std::int64_t(qrow) * p.dq_row_stride;
 #pragma unroll
         for (int j = 0; j < NDQ / 4; ++j)
-          if (wg * 64 + j * 8 < p.head_dim)  // zero padding of a head_dim below D
+          if (c0 + j * 8 < p.head_dim)  // zero padding of a head_dim below D
             red_add_f32x2(rowp + j * 8, p.scale * dq[4 * j + 2 * r], p.scale * dq[4 * j + 2 * r + 1]);
       }
     }
@@ -276,16 +344,18 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
       fence_regs(dpt);
       compute_ds(stage, sdS0);
       issue_dkdv(stage);
-      fence_proxy_async();
-      __syncthreads();  // dS^T complete (both warpgroups' keys)
-      issue_dq(sdS0);
-      wgmma_wait<0>();
-      fence_regs(dq);
-      fence_regs(dv);
-      fence_regs(dk);
-      fence_regs(pa);
-      fence_regs(sa);
-      store_dq(it);
+      sync_ds();
+#pragma unroll
+      for (int pass = 0; pass < kDqPasses; ++pass) {
+        issue_dq(sdS0, pass);
+        wgmma_wait<0>();
+        fence_regs(dq);
+        fence_regs(dv);
+        fence_regs(dk);
+        fence_regs(pa);
+        fence_regs(sa);
+        store_dq(it, pass);
+      }
     }
   } else {
     // Step it uses Q/dO stage it % 3 and dS^T buffer it % 2. The one barrier of step
@@ -336,6 +406,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
       store_dq(it);
     }
   }
+
+  if (kDqBulk && (tid & 127) < 64) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 
   // Epilogue: dk += scale dK, dv += dV for this thread's key rows.
 #pragma unroll

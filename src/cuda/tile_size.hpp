@@ -121,8 +121,9 @@ struct WgFwdTile {
 };
 
 /// Backward on warpgroup MMA (attn_bwd_wgmma_sm90.cuh): two warpgroups of 64 keys
-/// (kBlockN = 128) walk query tiles of kBlockM = 64. d = 128 only for now.
-template <int kHeadDim_, int kBlockM_, int kBlockN_, bool kPipe_ = false>
+/// (kBlockN = 128) walk query tiles of kBlockM = 64; d = 64 or 128.
+template <int kHeadDim_, int kBlockM_, int kBlockN_, bool kPipe_ = false, bool kDqKeys_ = false,
+          bool kDqBulk_ = false>
 struct WgBwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = kBlockM_;
@@ -135,13 +136,19 @@ struct WgBwdTile {
   // Pipelined schedule (one barrier per step, the next S^T / dP^T queued behind dQ):
   // 3 stages of Q/dO and 2 dS^T buffers instead of 2 and 1.
   static constexpr bool kPipe     = kPipe_;
+  // dQ split by keys between the warpgroups (each over its own 64 keys, no CTA
+  // barrier, twice the atomics) instead of by columns; always so for d = 64.
+  static constexpr bool kDqKeys   = kDqKeys_;
+  // dQ added to dq by bulk reductions of whole rows staged in shared memory
+  // (2 x 64 x 272 B) instead of per-thread red.v2.
+  static constexpr bool kDqBulk   = kDqBulk_;
   static constexpr int kQStages   = kPipe ? 3 : 2;
   static constexpr int kDsBuffers = kPipe ? 2 : 1;
   // K, V + stages of Q and dO + dS^T buffers (16-bit) + stages of (LSE, Delta, key
   // limit) + 1 KB of alignment slack.
   static constexpr int kSmemBytes = 2 * (2 * kBlockN * kHeadDim + 2 * kQStages * kBlockM * kHeadDim +
                                          kDsBuffers * kBlockN * kBlockM) +
-                                    kQStages * 3 * 4 * kBlockM + 1024;
+                                    kQStages * 3 * 4 * kBlockM + (kDqBulk ? 2 * 64 * 272 : 0) + 1024;
 };
 
 // ---------------------------------------------------------------------------------
@@ -165,8 +172,8 @@ using FwdTileD64 = WgFwdTile<64, 64>;
 // bwd d = 128: 2 warpgroups x 64 keys, 64-query steps, 254 regs, no spill: 366.8 TF/s
 // (mma.sync PS 267.3).
 using BwdTileD128 = WgBwdTile<128, 64, 128>;
-// bwd d = 64: the mma.sync kernel below (the wgmma backward is d = 128 only).
-using BwdTileD64 = BwdTilePS<64, 64, 128, 8, 1>;
+// bwd d = 64: wgmma, dQ split by keys between the warpgroups (NOTES.md run 11).
+using BwdTileD64 = WgBwdTile<64, 64, 128>;
 
 #else
 
