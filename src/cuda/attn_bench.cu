@@ -278,29 +278,21 @@ int main(int argc, char** argv) {
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
       fwd_row<WgFwdTile<128, 128>>("wgmma 128x128", b, causal, w, n, false);
       fwd_row<WgFwdTile<128, 64>>("wgmma 128x64", b, causal, w, n, false);
-      fwd_row<WgFwdTile<128, 128, true>>("wgmma 128x128 overlap", b, causal, w, n, false);
-      fwd_row<WgFwdTile<128, 64, true>>("wgmma 128x64 overlap", b, causal, w, n, false);
-      fwd_row<WgFwdTile<128, 128, kSchedPingpong>>("wgmma 128x128 pingpong", b, causal, w, n, false);
-      fwd_row<WgFwdTile<128, 64, kSchedPingpong>>("wgmma 128x64 pingpong", b, causal, w, n, false);
+      fwd_row<WgFwdTile<128, 128, true>>("wgmma 128x128 pingpong", b, causal, w, n, false);
+      fwd_row<WgFwdTile<128, 64, true>>("wgmma 128x64 pingpong", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTilePS<128, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<128, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
-      bwd_row<WgBwdTile<128, 64, 128, true>>("wgmma q64 k128 pipelined", b, causal, w, n, false);
-      bwd_row<WgBwdTile<128, 64, 128, false, true>>("wgmma q64 k128 dQ by keys", b, causal, w, n, false);
-      bwd_row<WgBwdTile<128, 64, 128, false, false, true>>("wgmma q64 k128 bulk dQ", b, causal, w, n, false);
     } else {
       fwd_row<FwdTile<64, 128, 64, 4, 2>>("mma 32r 128x64 4w x2", b, causal, w, n, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
       fwd_row<WgFwdTile<64, 128>>("wgmma 128x128", b, causal, w, n, false);
       fwd_row<WgFwdTile<64, 64>>("wgmma 128x64", b, causal, w, n, false);
-      fwd_row<WgFwdTile<64, 128, true>>("wgmma 128x128 overlap", b, causal, w, n, false);
-      fwd_row<WgFwdTile<64, 64, true>>("wgmma 128x64 overlap", b, causal, w, n, false);
-      fwd_row<WgFwdTile<64, 64, kSchedPingpong>>("wgmma 128x64 pingpong", b, causal, w, n, false);
-      fwd_row<WgFwdTile<64, 128, kSchedPingpong>>("wgmma 128x128 pingpong", b, causal, w, n, false);
+      fwd_row<WgFwdTile<64, 64, true>>("wgmma 128x64 pingpong", b, causal, w, n, false);
+      fwd_row<WgFwdTile<64, 128, true>>("wgmma 128x128 pingpong", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTilePS<64, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<64, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
-      bwd_row<WgBwdTile<64, 64, 128, false, false, true>>("wgmma q64 k128 bulk dQ", b, causal, w, n, false);
     }
     CK(cudaDeviceSynchronize());
     for (void* p : {(void*)b.q, (void*)b.k, (void*)b.v, (void*)b.dout, (void*)b.acc, (void*)b.dq, (void*)b.dk,

@@ -17,16 +17,13 @@
 //                                     all keys; d = 64: over its own 64 keys only
 //   dq  += scale dQ                   red.global.add.v2.f32
 //
-// Shared memory (d = 128): K, V 32 KB each, Q and dO 16 KB each per stage, dS^T
-// 16 KB per buffer, statistics.
-//
-// Two schedules (WgBwdTile::kPipe):
-//  - plain: 2 stages of Q/dO (the next query tile is copied while this one
-//    computes), one dS^T buffer, two CTA barriers per step (tiles landed; dS^T
-//    complete) and every product waited for before the next is issued;
-//  - pipelined: 3 stages of Q/dO, 2 dS^T buffers and one barrier per step; S^T and
-//    dP^T of step it + 1 are issued right behind dQ of step it, so the tensor cores
-//    have them queued while the dQ atomics go out and the next exponentials wait.
+// Shared memory (d = 128): K, V 32 KB each, Q and dO 2 x 16 KB each (the next query
+// tile is copied while this one computes), dS^T 16 KB, statistics. Two CTA barriers
+// per step (tiles landed; dS^T complete), every product waited for before the next
+// is issued. Measured no faster (NOTES.md runs 7 and 12, code at commit 4c0878b):
+// one barrier per step with S^T / dP^T of the next step queued behind dQ (3 Q/dO
+// stages); dQ split by keys for d = 128 (no CTA barrier, twice the atomics); dQ
+// added by bulk row reductions from shared memory instead of red.v2.
 
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
@@ -45,20 +42,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   constexpr int BN = Cfg::kBlockN;  // keys per CTA, 64 per warpgroup
   constexpr int NT = Cfg::kNThreads;
   static_assert(BM == 64 && BN == 128 && (D == 64 || D == 128) && NT == 256, "64 queries x 2 x 64 keys, d 64 or 128");
-  constexpr bool kPipe = Cfg::kPipe;
-  constexpr int NQS    = Cfg::kQStages;   // Q/dO/statistics stages
-  constexpr int NDS    = Cfg::kDsBuffers; // dS^T buffers
+  constexpr int NQS = 2;       // Q/dO/statistics stages
   constexpr int NSC = BM / 2;  // S^T / dP^T floats per thread
   constexpr int NKV = D / 2;   // dK / dV floats per thread
   // dQ: d = 128 splits head_dim between the warpgroups (each sums over all BN keys,
   // after a CTA barrier for the other's dS^T rows); d = 64 splits the keys (each
   // sums over its own 64, needs only its own dS^T rows, and both add into dq: the
   // same atomic bytes per step as d = 128). 64 x 64 floats per warpgroup either way.
-  // WgBwdTile::kDqKeys takes the key split for d = 128 too: no CTA barrier for dQ,
-  // but two 64-column passes and twice the atomic bytes.
-  constexpr bool kDqSplitKeys = D == 64 || Cfg::kDqKeys;
-  constexpr int kDqPasses     = kDqSplitKeys ? D / 64 : 1;
-  static_assert(!(kPipe && kDqPasses > 1), "the pipelined schedule issues dQ in one pass");
+  constexpr bool kDqSplitKeys = D == 64;
   constexpr int NDQ = 32;
   constexpr uint32_t kKBytes = BN * D * 2;
   constexpr uint32_t kQBytes = BM * D * 2;
@@ -67,17 +58,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   constexpr uint32_t kOffV     = kKBytes;
   constexpr uint32_t kOffQ     = kOffV + kKBytes;        // NQS stages
   constexpr uint32_t kOffdO    = kOffQ + NQS * kQBytes;  // NQS stages
-  constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes; // NDS buffers
-  constexpr uint32_t kOffStats = kOffdS + NDS * kSBytes;
-  // Bulk dQ (WgBwdTile::kDqBulk): each warpgroup stages its 64 x 64 fp32 dQ block in
-  // shared memory and adds it to dq with one bulk reduction per row
-  // (cp.reduce.async.bulk ... add.f32: whole rows through the copy engine instead of
-  // 16 red.v2 per thread). Rows padded by 16 B against bank conflicts.
-  constexpr bool kDqBulk       = Cfg::kDqBulk;
-  constexpr uint32_t kDqRow    = 64 * 4 + 16;
-  constexpr uint32_t kOffDq    = kOffStats + NQS * 3 * 4 * BM;
-  static_assert(!kDqBulk || (!kPipe && kDqPasses == 1), "bulk dQ: plain schedule, one pass");
-  static_assert(kOffDq + (kDqBulk ? 2 * 64 * kDqRow : 0) + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
+  constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes;
+  constexpr uint32_t kOffStats = kOffdS + kSBytes;
+  static_assert(kOffStats + NQS * 3 * 4 * BM + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;  // 128-byte swizzle: 1 KB aligned tiles
@@ -86,7 +69,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   const uint32_t sV   = base + kOffV;
   const uint32_t sQ0  = base + kOffQ;
   const uint32_t sdO0 = base + kOffdO;
-  const uint32_t sdS0 = base + kOffdS;
+  const uint32_t sdS  = base + kOffdS;
   float* sLse   = reinterpret_cast<float*>(smem_a + kOffStats);  // [NQS][BM], natural log
   float* sDelta = sLse + NQS * BM;                               // [NQS][BM]
   int* sLim     = reinterpret_cast<int*>(sDelta + NQS * BM);     // [NQS][BM]
@@ -103,7 +86,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   const int g    = lane >> 2;
   const int t    = lane & 3;
   const int krow = wg * 64 + warp * 16 + g;  // this thread's key rows krow, krow + 8 (CTA-local)
-  const uint32_t sDq = base + kOffDq + wg * 64 * kDqRow;  // this warpgroup's dQ block (bulk dQ)
   const AttnMaskParams& mk = p.mask;
 
   int i0 = 0;  // first query that sees key k0
@@ -123,9 +105,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   const Elem* kg = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
   const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
   const float sl2 = p.scale * kLog2e;
-  // Bulk reductions need 16-byte aligned rows; otherwise dQ goes out by red.v2.
-  const bool dq_bulk_ok = (reinterpret_cast<std::uintptr_t>(p.dq) & 15) == 0 && (p.dq_row_stride & 3) == 0 &&
-                          (p.dq_head_stride & 3) == 0 && (p.dq_batch_stride & 3) == 0;
 
   auto q_tile = [&](int it, int& qt, int& h) {
     const int gi = it / per_head;
@@ -208,7 +187,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   };
   // dS^T = P^T (dP^T - Delta), then P^T and dS^T packed as A operands (K = queries:
   // step kk holds queries 16 kk ..) and dS^T stored [key][query] for dQ.
-  auto compute_ds = [&](int stage, uint32_t sdS) {
+  auto compute_ds = [&](int stage) {
     const float* delta_s = sDelta + stage * BM;
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
@@ -254,14 +233,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     }
     wgmma_commit();
   };
-  auto issue_dq = [&](uint32_t sdS, int pass = 0) {  // dQ = dS K: dS^T and K both read MN-major
+  auto issue_dq = [&] {  // dQ = dS K: dS^T and K both read MN-major
     fence_regs(dq);
     wgmma_fence();
-    if constexpr (kDqSplitKeys) {  // own 64 keys, columns 64 pass ..
+    if constexpr (kDqSplitKeys) {  // own 64 keys, all 64 columns
 #pragma unroll
       for (int kk = 0; kk < 64 / 16; ++kk)
         wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS + wg * 8192, kk),
-                                 desc_mnmajor<BN>(sK + wg * 8192, kk, pass), kk);
+                                 desc_mnmajor<BN>(sK + wg * 8192, kk), kk);
     } else {  // all BN keys, columns 64 wg ..
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
@@ -271,41 +250,15 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   };
   // dS^T of the rows issue_dq reads is complete: the whole CTA's, or this warpgroup's.
   auto sync_ds = [&] {
-    // Bulk dQ: the previous step's row reductions have read this warpgroup's block
-    // before the barrier after which it is rewritten.
-    if (kDqBulk && (tid & 127) < 64) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
     fence_proxy_async();
     if constexpr (kDqSplitKeys) named_barrier(1 + wg, 128);
     else __syncthreads();
   };
-  auto store_dq = [&](int it, int pass = 0) {  // dq rows qt BM + 16 warp + g (+ 8), columns 64 wg + 8 j + 2 t
+  auto store_dq = [&](int it) {  // dq rows qt BM + 16 warp + g (+ 8), columns 64 wg + 8 j + 2 t
     int qt, h;
     q_tile(it, qt, h);
-    const int c0 = kDqSplitKeys ? pass * 64 : wg * 64;  // first column of this warpgroup's dQ
+    const int c0 = kDqSplitKeys ? 0 : wg * 64;  // first column of this warpgroup's dQ
     float* dqg   = p.dq + b * p.dq_batch_stride + h * p.dq_head_stride + c0 + 2 * t;
-    if (kDqBulk && dq_bulk_ok) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int j = 0; j < NDQ / 4; ++j)
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sDq + (warp * 16 + g + 8 * r) * kDqRow +
-                                                                   (j * 8 + 2 * t) * 4),
-                       "f"(p.scale * dq[4 * j + 2 * r]), "f"(p.scale * dq[4 * j + 2 * r + 1]));
-      fence_proxy_async();  // the bulk copy reads through the async proxy
-      named_barrier(3 + wg, 128);
-      const int li = tid & 127, qrow = qt * BM + li;
-      if (li < 64) {
-        if (qrow < p.seqlen_q && c0 < p.head_dim) {
-          const int bytes = min(64, p.head_dim - c0) * 4;
-          asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(
-                           dqg - 2 * t + std::int64_t(qrow) * p.dq_row_stride),
-                       "r"(sDq + li * kDqRow), "r"(bytes)
-                       : "memory");
-        }
-        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-      }
-      return;
-    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int qrow = qt * BM + warp * 16 + g + 8 * r;
@@ -325,89 +278,34 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   cp_async_commit();
   store_limits(0, 0);
 
-  if constexpr (!kPipe) {
-    for (int it = 0; it < n_iter; ++it) {
-      const int stage = it & 1;
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();  // this step's tiles landed; every warpgroup is done with the other stage
-      if (it + 1 < n_iter) {
-        issue_q_side(it + 1, stage ^ 1, opaque(tid));
-        store_limits(it + 1, stage ^ 1);
-      }
-      cp_async_commit();
-      issue_sdp(stage);
-      wgmma_wait<1>();
-      fence_regs(st);
-      compute_p(stage);
-      wgmma_wait<0>();
-      fence_regs(dpt);
-      compute_ds(stage, sdS0);
-      issue_dkdv(stage);
-      sync_ds();
-#pragma unroll
-      for (int pass = 0; pass < kDqPasses; ++pass) {
-        issue_dq(sdS0, pass);
-        wgmma_wait<0>();
-        fence_regs(dq);
-        fence_regs(dv);
-        fence_regs(dk);
-        fence_regs(pa);
-        fence_regs(sa);
-        store_dq(it, pass);
-      }
-    }
-  } else {
-    // Step it uses Q/dO stage it % 3 and dS^T buffer it % 2. The one barrier of step
-    // it publishes dS^T(it) and the landed tiles of step it + 1, and follows every
-    // warpgroup's wait for its products of step it - 1; so after it, the copy for
-    // step it + 2 may overwrite stage (it + 2) % 3 (last read in step it - 1) and
-    // dS^T(it + 1) may overwrite the buffer dQ(it - 1) read.
-    if (n_iter > 1) {
-      issue_q_side(1, 1, tid);
-      store_limits(1, 1);
+  for (int it = 0; it < n_iter; ++it) {
+    const int stage = it & 1;
+    cp_async_wait<0>();
+    fence_proxy_async();
+    __syncthreads();  // this step's tiles landed; every warpgroup is done with the other stage
+    if (it + 1 < n_iter) {
+      issue_q_side(it + 1, stage ^ 1, opaque(tid));
+      store_limits(it + 1, stage ^ 1);
     }
     cp_async_commit();
-    cp_async_wait<1>();
-    fence_proxy_async();
-    __syncthreads();
-    issue_sdp(0);
-    for (int it = 0; it < n_iter; ++it) {
-      const int stage = it % NQS;
-      const uint32_t sdS = sdS0 + (it & 1) * kSBytes;
-      wgmma_wait<1>();
-      fence_regs(st);
-      compute_p(stage);
-      wgmma_wait<0>();
-      fence_regs(dpt);
-      compute_ds(stage, sdS);
-      issue_dkdv(stage);
-      cp_async_wait<0>();  // step it + 1's tiles (issued a step ago)
-      fence_proxy_async();
-      __syncthreads();
-      if (it + 2 < n_iter) {
-        issue_q_side(it + 2, (it + 2) % NQS, opaque(tid));
-        store_limits(it + 2, (it + 2) % NQS);
-      }
-      cp_async_commit();
-      issue_dq(sdS);
-      wgmma_wait<1>();  // dK, dV of step it: P^T, dS^T registers free again
-      fence_regs(dv);
-      fence_regs(dk);
-      fence_regs(pa);
-      fence_regs(sa);
-      if (it + 1 < n_iter) {
-        issue_sdp((it + 1) % NQS);
-        wgmma_wait<2>();
-      } else {
-        wgmma_wait<0>();
-      }
-      fence_regs(dq);
-      store_dq(it);
-    }
+    issue_sdp(stage);
+    wgmma_wait<1>();
+    fence_regs(st);
+    compute_p(stage);
+    wgmma_wait<0>();
+    fence_regs(dpt);
+    compute_ds(stage);
+    issue_dkdv(stage);
+    sync_ds();
+    issue_dq();
+    wgmma_wait<0>();
+    fence_regs(dq);
+    fence_regs(dv);
+    fence_regs(dk);
+    fence_regs(pa);
+    fence_regs(sa);
+    store_dq(it);
   }
-
-  if (kDqBulk && (tid & 127) < 64) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 
   // Epilogue: dk += scale dK, dv += dV for this thread's key rows.
 #pragma unroll

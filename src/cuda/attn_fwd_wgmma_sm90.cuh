@@ -14,8 +14,9 @@
 //              kernel does (same register layout per warp), or in direct mode
 //              (p.o set) write the final O and LSE (attn_fwd_direct.cuh)
 //
-// WgFwdTile::kOverlap selects FA3's intra-warpgroup pipelining instead of the
-// plain order above (see the loop).
+// WgFwdTile::kPingpong selects the ping-pong schedule instead (see the loop):
+// mbarriers instead of the per-tile CTA barrier, and the two warpgroups' products
+// issued in turns so that one's softmax runs under the other's products.
 //
 // One barrier per tile: the next tile's copy is issued right after it, into the
 // stage that every warpgroup finished reading in the previous tile (both products
@@ -266,15 +267,15 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       mbar_arrive(empty0 + 8 * st);
     }
   } else {
-  load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid, p.head_dim);
-  load_k(0, tid);
-  if constexpr (!Cfg::kOverlap) load_v(0, tid);
-  cp_async_commit();
-
-  if constexpr (!Cfg::kOverlap) {
     // Plain schedule: S, softmax, P V in sequence per tile; K and V of the next
-    // tile copied under the whole tile. Tensor cores idle during the softmax unless
-    // the other warpgroup happens to be in a product.
+    // tile copied under the whole tile, one CTA barrier per tile. Tensor cores idle
+    // during the softmax unless the other warpgroup happens to be in a product.
+    // (FA3's intra-warpgroup overlap -- the softmax of S_i under P_{i-1} V_{i-1} --
+    // was measured no faster on top of this schedule: NOTES.md runs 7 and 9.)
+    load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid, p.head_dim);
+    load_k(0, tid);
+    load_v(0, tid);
+    cp_async_commit();
     for (int i = 0; i < n_kt; ++i) {
       wait_tiles();
       if (i + 1 < n_kt) {
@@ -298,47 +299,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       wgmma_wait<0>();
       fence_regs(o);
     }
-  } else {
-    // Overlapped schedule (FA3's intra-warpgroup pipelining): step i issues
-    // S_i = Q K_i^T and then O += P_{i-1} V_{i-1}, and runs the softmax of S_i while
-    // the second product is in the tensor cores; O is rescaled by alpha_i once that
-    // product has landed. V therefore trails K by one step: the copy issued in step
-    // i brings V_i and K_{i+1}, each into the stage its previous occupant left in
-    // step i - 1.
-    for (int i = 0; i < n_kt; ++i) {
-      wait_tiles();
-      {
-        const int tid_l = opaque(tid);
-        load_v(i, tid_l);
-        if (i + 1 < n_kt) load_k(i + 1, tid_l);
-      }
-      cp_async_commit();
-      fence_regs(s);
-      fence_regs(o);
-      fence_regs(pa);
-      wgmma_fence();
-      issue_s(sK0 + (i & 1) * kKVBytes);
-      if (i > 0) issue_pv(sV0 + ((i - 1) & 1) * kKVBytes);
-      if (i > 0) wgmma_wait<1>();
-      else wgmma_wait<0>();
-      fence_regs(s);
-      float alpha[2];
-      const bool grew = softmax(tile_of(i) * BN, alpha);
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(pa);
-      if (grew) rescale_o(alpha);
-      pack_p();
-    }
-    wait_tiles();  // V of the last tile
-    fence_regs(o);
-    fence_regs(pa);
-    wgmma_fence();
-    issue_pv(sV0 + ((n_kt - 1) & 1) * kKVBytes);
-    wgmma_wait<0>();
-    fence_regs(o);
   }
-  }  // plain / overlap
 
   // Epilogue: merge this block's (O, m, l) into the incoming state, row by row, or
   // in direct mode (p.o set) write the final O and LSE.

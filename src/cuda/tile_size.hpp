@@ -91,16 +91,7 @@ struct BwdTilePS {
 /// Forward on warpgroup MMA (attn_fwd_wgmma_sm90.cuh): two warpgroups of 64 query
 /// rows each (kBlockM = 128), K/V tiles of kBlockN keys in two stages. Registers
 /// per thread: S (kBlockN / 2) + O (d / 2) + P (kBlockN / 4) fp32/packed values.
-/// Schedules of the wgmma forward (attn_fwd_wgmma_sm90.cuh).
-enum WgFwdSchedule : int {
-  kSchedPlain    = 0,  // per tile: S, softmax, P V; one CTA barrier per tile
-  kSchedOverlap  = 1,  // FA3's intra-warpgroup pipelining: softmax of S_i under P_{i-1} V_{i-1}
-  kSchedPingpong = 2,  // mbarrier pipeline (3 stages, no CTA barrier in the loop) and the
-                       // two warpgroups' products issued in turns, so one warpgroup's
-                       // softmax runs under the other's products (FA3's ping-pong)
-};
-
-template <int kHeadDim_, int kBlockN_, int kSched_ = kSchedPlain, int kMinBlocks_ = 1>
+template <int kHeadDim_, int kBlockN_, bool kPingpong_ = false, int kMinBlocks_ = 1>
 struct WgFwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = 128;
@@ -109,10 +100,12 @@ struct WgFwdTile {
   static constexpr int kNThreads  = 256;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kWgmma    = true;
-  static constexpr int kSched     = kSched_;
-  static constexpr bool kOverlap  = kSched == kSchedOverlap;
-  static constexpr bool kPingpong = kSched == kSchedPingpong;
-  static constexpr int kStages    = kSched == kSchedPingpong ? 3 : 2;  // K/V stages
+  // Ping-pong schedule: mbarrier pipeline of 3 K/V stages (no CTA barrier in the
+  // loop), the two warpgroups' products issued in turns (named barriers) so that
+  // one warpgroup's softmax runs under the other's products (FA3's ping-pong).
+  // Otherwise the plain schedule: 2 stages, one CTA barrier per tile.
+  static constexpr bool kPingpong = kPingpong_;
+  static constexpr int kStages    = kPingpong ? 3 : 2;  // K/V stages
   static_assert(kBlockN == 64 || kBlockN == 128, "S = Q K^T is one m64n64 or m64n128 product per k step");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
   // Q + kStages stages of K and V, 16-bit, + 1 KB to align the tiles to the swizzle
@@ -122,8 +115,7 @@ struct WgFwdTile {
 
 /// Backward on warpgroup MMA (attn_bwd_wgmma_sm90.cuh): two warpgroups of 64 keys
 /// (kBlockN = 128) walk query tiles of kBlockM = 64; d = 64 or 128.
-template <int kHeadDim_, int kBlockM_, int kBlockN_, bool kPipe_ = false, bool kDqKeys_ = false,
-          bool kDqBulk_ = false>
+template <int kHeadDim_, int kBlockM_, int kBlockN_>
 struct WgBwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = kBlockM_;
@@ -133,22 +125,10 @@ struct WgBwdTile {
   static constexpr int kMinBlocks = 1;
   static constexpr bool kPdSInSmem = true;
   static constexpr bool kWgmma     = true;
-  // Pipelined schedule (one barrier per step, the next S^T / dP^T queued behind dQ):
-  // 3 stages of Q/dO and 2 dS^T buffers instead of 2 and 1.
-  static constexpr bool kPipe     = kPipe_;
-  // dQ split by keys between the warpgroups (each over its own 64 keys, no CTA
-  // barrier, twice the atomics) instead of by columns; always so for d = 64.
-  static constexpr bool kDqKeys   = kDqKeys_;
-  // dQ added to dq by bulk reductions of whole rows staged in shared memory
-  // (2 x 64 x 272 B) instead of per-thread red.v2.
-  static constexpr bool kDqBulk   = kDqBulk_;
-  static constexpr int kQStages   = kPipe ? 3 : 2;
-  static constexpr int kDsBuffers = kPipe ? 2 : 1;
-  // K, V + stages of Q and dO + dS^T buffers (16-bit) + stages of (LSE, Delta, key
-  // limit) + 1 KB of alignment slack.
-  static constexpr int kSmemBytes = 2 * (2 * kBlockN * kHeadDim + 2 * kQStages * kBlockM * kHeadDim +
-                                         kDsBuffers * kBlockN * kBlockM) +
-                                    kQStages * 3 * 4 * kBlockM + (kDqBulk ? 2 * 64 * 272 : 0) + 1024;
+  // K, V + 2 stages of Q and dO + the dS^T tile (16-bit) + 2 stages of (LSE, Delta,
+  // key limit) + 1 KB of alignment slack.
+  static constexpr int kSmemBytes =
+      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) + 2 * 3 * 4 * kBlockM + 1024;
 };
 
 // ---------------------------------------------------------------------------------
@@ -165,7 +145,7 @@ struct WgBwdTile {
 // fwd d = 128: 2 warpgroups x 64 query rows, 128-key tiles, ping-pong schedule
 // (3 mbarrier stages, 230 KB smem, 165 regs): 493.1 TF/s against 413.8 for the plain
 // schedule and 405.6 for the intra-warpgroup overlap in the same run (NOTES.md run 9).
-using FwdTileD128 = WgFwdTile<128, 128, kSchedPingpong>;
+using FwdTileD128 = WgFwdTile<128, 128, true>;
 // fwd d = 64 (H = 64): 64-key tiles 356.0 TF/s, 128-key tiles 329.9, mma.sync 301.7;
 // ping-pong does not help here (351.7 vs 359.8, run 9).
 using FwdTileD64 = WgFwdTile<64, 64>;
