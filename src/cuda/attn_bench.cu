@@ -260,6 +260,11 @@ int main(int argc, char** argv) {
     fill_bf16<<<1024, 256>>>(b.dout, nt, 4);
     CK(cudaMemset(b.acc, 0, nt * 4));
     CK(cudaDeviceSynchronize());
+    {  // the TMA variants fall back to cp.async when the tensor map cannot be made: say which ran
+      CUtensorMap m;
+      const bool ok = encode_kv_tensor_map(&m, b.k, true, D, S, H, 1, std::int64_t(H) * D, D, std::int64_t(S) * H * D, 128);
+      std::printf("# TMA tensor map for K: %s\n", ok ? "encoded (TMA variants use TMA)" : "FAILED (TMA variants fall back to cp.async)");
+    }
     // The first row of each group is the cross-check reference; '*' marks the
     // entry of tile_size.hpp this binary ships.
     if (shipped_only) {  // e.g. under ncu
@@ -280,6 +285,8 @@ int main(int argc, char** argv) {
       fwd_row<WgFwdTile<128, 64>>("wgmma 128x64", b, causal, w, n, false);
       fwd_row<WgFwdTile<128, 128, true>>("wgmma 128x128 pingpong", b, causal, w, n, false);
       fwd_row<WgFwdTile<128, 64, true>>("wgmma 128x64 pingpong", b, causal, w, n, false);
+      fwd_row<WgFwdTile<128, 128, true, true>>("wgmma 128x128 pingpong tma", b, causal, w, n, false);
+      fwd_row<WgFwdTile<128, 64, true, true>>("wgmma 128x64 pingpong tma", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTilePS<128, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<128, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
@@ -289,6 +296,7 @@ int main(int argc, char** argv) {
       fwd_row<WgFwdTile<64, 128>>("wgmma 128x128", b, causal, w, n, false);
       fwd_row<WgFwdTile<64, 64>>("wgmma 128x64", b, causal, w, n, false);
       fwd_row<WgFwdTile<64, 64, true>>("wgmma 128x64 pingpong", b, causal, w, n, false);
+      fwd_row<WgFwdTile<64, 64, true, true>>("wgmma 128x64 pingpong tma", b, causal, w, n, false);
       fwd_row<WgFwdTile<64, 128, true>>("wgmma 128x128 pingpong", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTilePS<64, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);

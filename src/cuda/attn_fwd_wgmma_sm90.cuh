@@ -27,6 +27,7 @@
 #include "attn_fwd_direct.cuh"
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
+#include "tma.hpp"
 #include "wgmma.cuh"
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
@@ -34,7 +35,7 @@
 namespace DistAttn::Impl::cuda {
 
 template <class Cfg, class Elem>
-__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmma_kernel(const AttnFwdParams p) {
+__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmma_kernel(const AttnFwdParams p, const __grid_constant__ KVTensorMaps tm) {
   using namespace detail;
   using Ops            = ElemOps<Elem>;
   constexpr int D      = Cfg::kHeadDim;
@@ -206,11 +207,67 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
     if (tid == 0) {
 #pragma unroll
       for (int st = 0; st < NSTG; ++st) {
-        mbar_init(full0 + 8 * st, NT);
+        mbar_init(full0 + 8 * st, Cfg::kTma ? 1 : NT);
         mbar_init(empty0 + 8 * st, NT);
       }
       mbar_init_fence();
     }
+    if constexpr (Cfg::kTma) {
+      // TMA variant: one thread of warpgroup 1 (the one that runs behind, so its
+      // wait for a stage to be empty rarely blocks) issues the K/V box copies of a
+      // tile and announces their bytes on full[s]; nobody else touches K/V copies.
+      constexpr int kProducer = 128;
+      auto tma_tile = [&](int i) {
+        const int st = i % NSTG;
+        const uint32_t bar = full0 + 8 * st;
+        mbar_arrive_expect_tx(bar, 2 * kKVBytes);
+#pragma unroll
+        for (int blk = 0; blk < D / 64; ++blk) {
+          tma_load_4d(sK0 + st * kKVBytes + blk * BN * 128, &tm.k, bar, blk * 64, tile_of(i) * BN, hk, b);
+          tma_load_4d(sV0 + st * kKVBytes + blk * BN * 128, &tm.v, bar, blk * 64, tile_of(i) * BN, hk, b);
+        }
+      };
+      load_atom_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid, p.head_dim);
+      cp_async_commit();
+      __syncthreads();  // mbarrier initialization visible
+      if (tid == kProducer) {
+        tma_tile(0);
+        if (n_kt > 1) tma_tile(1);
+      }
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();  // Q visible to the tensor cores
+      const int turn_mine = 1 + wg, turn_other = 1 + (wg ^ 1);
+      if (wg == 1) named_barrier_arrive(turn_other, NT);  // warpgroup 0 goes first
+      for (int i = 0; i < n_kt; ++i) {
+        const int st = i % NSTG;
+        mbar_wait(full0 + 8 * st, (i / NSTG) & 1);
+        if (tid == kProducer && i + 2 < n_kt) {
+          const int s2 = (i + 2) % NSTG;
+          if (i + 2 >= NSTG) mbar_wait(empty0 + 8 * s2, ((i + 2) / NSTG - 1) & 1);
+          tma_tile(i + 2);
+        }
+        named_barrier(turn_mine, NT);
+        fence_regs(s);
+        wgmma_fence();
+        issue_s(sK0 + st * kKVBytes);
+        named_barrier_arrive(turn_other, NT);
+        wgmma_wait<0>();
+        fence_regs(s);
+        float alpha[2];
+        if (softmax(tile_of(i) * BN, alpha)) rescale_o(alpha);
+        pack_p();
+        named_barrier(turn_mine, NT);
+        fence_regs(o);
+        fence_regs(pa);
+        wgmma_fence();
+        issue_pv(sV0 + st * kKVBytes);
+        if (!(wg == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, NT);
+        wgmma_wait<0>();
+        fence_regs(o);
+        mbar_arrive(empty0 + 8 * st);
+      }
+    } else {
     const AtomTileCopy<BN, D, NT> kv_copy(tid, p.k_row_stride, p.head_dim);
     const AtomTileCopy<BN, D, NT> v_copy(tid, p.v_row_stride, p.head_dim);
     auto load_tile = [&](int i) {  // K and V of step i into stage i % 3
@@ -266,6 +323,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       fence_regs(o);
       mbar_arrive(empty0 + 8 * st);
     }
+    }  // cp.async / TMA
   } else {
     // Plain schedule: S, softmax, P V in sequence per tile; K and V of the next
     // tile copied under the whole tile, one CTA barrier per tile. Tensor cores idle
@@ -345,13 +403,24 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
 
 template <class Cfg, class Elem>
 void launch_attn_fwd_wgmma(const AttnFwdParams& p, cudaStream_t stream) {
+  KVTensorMaps tm{};
+  if constexpr (Cfg::kTma) {
+    constexpr bool bf16 = std::is_same<Elem, __nv_bfloat16>::value;
+    if (!encode_kv_tensor_map(&tm.k, p.k, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
+                              p.k_head_stride, p.k_batch_stride, Cfg::kBlockN) ||
+        !encode_kv_tensor_map(&tm.v, p.v, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
+                              p.v_head_stride, p.v_batch_stride, Cfg::kBlockN)) {
+      launch_attn_fwd_wgmma<typename Cfg::WithoutTma, Elem>(p, stream);
+      return;
+    }
+  }
   const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   const dim3 grid(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch));
   auto kernel = attn_fwd_wgmma_kernel<Cfg, Elem>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err == cudaSuccess) {
-    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p);
+    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p, tm);
     err = cudaGetLastError();
   }
   check_launch(err, "attn_fwd_wgmma_kernel");

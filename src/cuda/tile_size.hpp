@@ -91,7 +91,7 @@ struct BwdTilePS {
 /// Forward on warpgroup MMA (attn_fwd_wgmma_sm90.cuh): two warpgroups of 64 query
 /// rows each (kBlockM = 128), K/V tiles of kBlockN keys in two stages. Registers
 /// per thread: S (kBlockN / 2) + O (d / 2) + P (kBlockN / 4) fp32/packed values.
-template <int kHeadDim_, int kBlockN_, bool kPingpong_ = false, int kMinBlocks_ = 1>
+template <int kHeadDim_, int kBlockN_, bool kPingpong_ = false, bool kTma_ = false, int kMinBlocks_ = 1>
 struct WgFwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = 128;
@@ -106,6 +106,12 @@ struct WgFwdTile {
   // Otherwise the plain schedule: 2 stages, one CTA barrier per tile.
   static constexpr bool kPingpong = kPingpong_;
   static constexpr int kStages    = kPingpong ? 3 : 2;  // K/V stages
+  // Ping-pong only: K/V tiles brought by TMA (one thread issues 2 x d/64 box copies
+  // per tile, completing on the stage's mbarrier) instead of 256 threads' cp.async.
+  // Falls back to WithoutTma when the driver cannot describe the tensors.
+  static constexpr bool kTma = kTma_;
+  static_assert(!kTma || kPingpong, "TMA loads are wired into the ping-pong pipeline only");
+  using WithoutTma = WgFwdTile<kHeadDim_, kBlockN_, kPingpong_, false, kMinBlocks_>;
   static_assert(kBlockN == 64 || kBlockN == 128, "S = Q K^T is one m64n64 or m64n128 product per k step");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
   // Q + kStages stages of K and V, 16-bit, + 1 KB to align the tiles to the swizzle
@@ -143,12 +149,12 @@ struct WgBwdTile {
 
 // Warpgroup MMA (wgmma) entries (NOTES.md run 6, H200, S = 32K causal bf16, kernel only).
 // fwd d = 128: 2 warpgroups x 64 query rows, 128-key tiles, ping-pong schedule
-// (3 mbarrier stages, 230 KB smem, 165 regs): 493.1 TF/s against 413.8 for the plain
-// schedule and 405.6 for the intra-warpgroup overlap in the same run (NOTES.md run 9).
-using FwdTileD128 = WgFwdTile<128, 128, true>;
-// fwd d = 64 (H = 64): 64-key tiles 356.0 TF/s, 128-key tiles 329.9, mma.sync 301.7;
-// ping-pong does not help here (351.7 vs 359.8, run 9).
-using FwdTileD64 = WgFwdTile<64, 64>;
+// (3 mbarrier stages, 230 KB smem) with K/V by TMA (161 regs): 532.8 TF/s against
+// 472.3 with cp.async and 396.4 for the plain schedule in the same run (NOTES.md run 14).
+using FwdTileD128 = WgFwdTile<128, 128, true, true>;
+// fwd d = 64 (H = 64): 64-key tiles, ping-pong with TMA: 374.1 TF/s against 352.0 for
+// the plain schedule and 346.6 for ping-pong with cp.async (run 14).
+using FwdTileD64 = WgFwdTile<64, 64, true, true>;
 // bwd d = 128: 2 warpgroups x 64 keys, 64-query steps, 254 regs, no spill: 366.8 TF/s
 // (mma.sync PS 267.3).
 using BwdTileD128 = WgBwdTile<128, 64, 128>;
