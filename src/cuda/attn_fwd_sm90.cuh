@@ -12,7 +12,7 @@
 //              into the scale; O rescaled only when a row max grew); wait V;
 //              issue V[next]; O += P V; wait K[next]
 //   epilogue   merge (O, m, l) into the incoming state (acc, m, l) and store, or in
-//              direct mode (p.o set) write the final O and LSE (attn_fwd_direct.cuh)
+//              direct mode (p.o set) write the final O and LSE (attn_fwd_epilogue.cuh)
 //
 // Key tiles are walked from the last admissible one down to 0, so the only tiles
 // that need element-wise masking (the "diagonal" band, and the ragged end of K)
@@ -26,7 +26,7 @@
 // empty, their old acc is ignored. Direct mode has no incoming state: every real
 // row is written, rows that see no key as O = 0, LSE = -inf.
 
-#include "attn_fwd_direct.cuh"
+#include "attn_fwd_epilogue.cuh"
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
 
@@ -267,47 +267,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   }
 
   // Epilogue: merge this block's (O, m, l) into the incoming state, row by row (or,
-  // in direct mode, finalize it).
+  // in direct mode, finalize it): attn_fwd_epilogue.cuh.
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l_loc = quad_sum(lrow[mt][r]);
       const int row     = q0 + wrow + mt * 16 + g + 8 * r;
-      const float m2    = mrow[mt][r];
       if (row >= p.seqlen_q) continue;
-      if (p.o != nullptr) {  // before the empty-row skip: direct mode writes empty rows too
-        write_direct_row<Elem, D>(p, b, h, row, t, m2, l_loc,
-                                  [&](int i) { return make_float2(o[mt][i][2 * r], o[mt][i][2 * r + 1]); });
-        continue;
-      }
-      if (m2 == -INFINITY) continue;  // nothing admissible: state unchanged
-      const std::int64_t mi = b * p.m_batch_stride + h * p.m_head_stride + row * p.m_row_stride;
-      const std::int64_t li = b * p.l_batch_stride + h * p.l_head_stride + row * p.l_row_stride;
-      const float m_in   = p.m[mi];
-      const float m_in2  = m_in * kLog2e;  // -inf stays -inf
-      const float l_in   = p.l[li];
-      const float m_new2 = fmaxf(m_in2, m2);
-      const float e_in   = m_in2 == -INFINITY ? 0.f : ex2(m_in2 - m_new2);
-      const float e_loc  = ex2(m2 - m_new2);
-      float* accrow = p.acc + b * p.acc_batch_stride + std::int64_t(row) * p.acc_row_stride + h * p.acc_head_stride;
-#pragma unroll
-      for (int i = 0; i < D / 8; ++i) {
-        if (i * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
-        float2* ptr = reinterpret_cast<float2*>(accrow + i * 8 + 2 * t);
-        float2 val  = make_float2(e_loc * o[mt][i][2 * r], e_loc * o[mt][i][2 * r + 1]);
-        if (e_in != 0.f) {
-          const float2 old = *ptr;
-          val.x            = fmaf(e_in, old.x, val.x);
-          val.y            = fmaf(e_in, old.y, val.y);
-        }
-        *ptr = val;
-      }
-      if (t == 0) {
-        // Keep the incoming m bit for bit when it stays the max (no drift over calls).
-        p.m[mi] = m_in2 >= m2 ? m_in : m_new2 * kLn2;
-        p.l[li] = fmaf(e_in, l_in, e_loc * l_loc);
-      }
+      finish_row<Elem, D>(p, b, h, row, t, mrow[mt][r], l_loc,
+                          [&](int i) { return make_float2(o[mt][i][2 * r], o[mt][i][2 * r + 1]); });
     }
 }
 

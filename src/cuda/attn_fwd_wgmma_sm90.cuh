@@ -12,7 +12,7 @@
 //              O += P V     wgmma rs, V read MN-major (transposed), kBlockN/16 steps
 //   epilogue   merge (O, m, l) into the incoming state, exactly as the mma.sync
 //              kernel does (same register layout per warp), or in direct mode
-//              (p.o set) write the final O and LSE (attn_fwd_direct.cuh)
+//              (p.o set) write the final O and LSE (attn_fwd_epilogue.cuh)
 //
 // WgFwdTile::kPingpong selects the ping-pong schedule instead (see the loop):
 // mbarriers instead of the per-tile CTA barrier, and the two warpgroups' products
@@ -24,7 +24,7 @@
 // The warpgroups are otherwise independent, so one's softmax can run under the
 // other's products.
 
-#include "attn_fwd_direct.cuh"
+#include "attn_fwd_epilogue.cuh"
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
 #include "tma.hpp"
@@ -212,6 +212,32 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       }
       mbar_init_fence();
     }
+    // One step of a warpgroup on the tile in stage st: its two products in its turns,
+    // the softmax in between (under the other warpgroup's product), then the stage
+    // released for reuse.
+    const int turn_mine = 1 + wg, turn_other = 1 + (wg ^ 1);
+    auto step = [&](int i, int st) {
+      named_barrier(turn_mine, NT);
+      fence_regs(s);
+      wgmma_fence();
+      issue_s(sK0 + st * kKVBytes);
+      named_barrier_arrive(turn_other, NT);
+      wgmma_wait<0>();
+      fence_regs(s);
+      float alpha[2];
+      if (softmax(tile_of(i) * BN, alpha)) rescale_o(alpha);
+      pack_p();
+      named_barrier(turn_mine, NT);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      issue_pv(sV0 + st * kKVBytes);
+      // Balance the turns: warpgroup 1 pre-arrived once, so it skips its last arrive.
+      if (!(wg == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, NT);
+      wgmma_wait<0>();
+      fence_regs(o);
+      mbar_arrive(empty0 + 8 * st);
+    };
     if constexpr (Cfg::kTma) {
       // TMA variant: one thread of warpgroup 1 (the one that runs behind, so its
       // wait for a stage to be empty rarely blocks) issues the K/V box copies of a
@@ -237,7 +263,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       cp_async_wait<0>();
       fence_proxy_async();
       __syncthreads();  // Q visible to the tensor cores
-      const int turn_mine = 1 + wg, turn_other = 1 + (wg ^ 1);
       if (wg == 1) named_barrier_arrive(turn_other, NT);  // warpgroup 0 goes first
       for (int i = 0; i < n_kt; ++i) {
         const int st = i % NSTG;
@@ -247,25 +272,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
           if (i + 2 >= NSTG) mbar_wait(empty0 + 8 * s2, ((i + 2) / NSTG - 1) & 1);
           tma_tile(i + 2);
         }
-        named_barrier(turn_mine, NT);
-        fence_regs(s);
-        wgmma_fence();
-        issue_s(sK0 + st * kKVBytes);
-        named_barrier_arrive(turn_other, NT);
-        wgmma_wait<0>();
-        fence_regs(s);
-        float alpha[2];
-        if (softmax(tile_of(i) * BN, alpha)) rescale_o(alpha);
-        pack_p();
-        named_barrier(turn_mine, NT);
-        fence_regs(o);
-        fence_regs(pa);
-        wgmma_fence();
-        issue_pv(sV0 + st * kKVBytes);
-        if (!(wg == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, NT);
-        wgmma_wait<0>();
-        fence_regs(o);
-        mbar_arrive(empty0 + 8 * st);
+        step(i, st);
       }
     } else {
     const AtomTileCopy<BN, D, NT> kv_copy(tid, p.k_row_stride, p.head_dim);
@@ -284,7 +291,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
     cp_async_wait<1>();
     fence_proxy_async();
     mbar_arrive(full0);
-    const int turn_mine = 1 + wg, turn_other = 1 + (wg ^ 1);
     if (wg == 1) named_barrier_arrive(turn_other, NT);  // warpgroup 0 goes first
 
     for (int i = 0; i < n_kt; ++i) {
@@ -302,26 +308,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       }
       cp_async_commit();
 
-      named_barrier(turn_mine, NT);
-      fence_regs(s);
-      wgmma_fence();
-      issue_s(sK0 + st * kKVBytes);
-      named_barrier_arrive(turn_other, NT);
-      wgmma_wait<0>();
-      fence_regs(s);
-      float alpha[2];
-      if (softmax(tile_of(i) * BN, alpha)) rescale_o(alpha);
-      pack_p();
-      named_barrier(turn_mine, NT);
-      fence_regs(o);
-      fence_regs(pa);
-      wgmma_fence();
-      issue_pv(sV0 + st * kKVBytes);
-      // Balance the turns: warpgroup 1 pre-arrived once, so it skips its last arrive.
-      if (!(wg == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, NT);
-      wgmma_wait<0>();
-      fence_regs(o);
-      mbar_arrive(empty0 + 8 * st);
+      step(i, st);
     }
     }  // cp.async / TMA
   } else {
@@ -360,44 +347,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
   }
 
   // Epilogue: merge this block's (O, m, l) into the incoming state, row by row, or
-  // in direct mode (p.o set) write the final O and LSE.
+  // in direct mode (p.o set) write the final O and LSE: attn_fwd_epilogue.cuh.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float l_loc = quad_sum(lrow[r]);
     const int row     = q0 + wrow + g + 8 * r;
-    const float m2    = mrow[r];
     if (row >= p.seqlen_q) continue;
-    if (p.o != nullptr) {  // before the empty-row skip: direct mode writes empty rows too
-      write_direct_row<Elem, D>(p, b, h, row, t, m2, l_loc,
-                                [&](int j) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
-      continue;
-    }
-    if (m2 == -INFINITY) continue;  // nothing admissible: state unchanged
-    const std::int64_t mi = b * p.m_batch_stride + h * p.m_head_stride + row * p.m_row_stride;
-    const std::int64_t li = b * p.l_batch_stride + h * p.l_head_stride + row * p.l_row_stride;
-    const float m_in   = p.m[mi];
-    const float m_in2  = m_in * kLog2e;
-    const float l_in   = p.l[li];
-    const float m_new2 = fmaxf(m_in2, m2);
-    const float e_in   = m_in2 == -INFINITY ? 0.f : ex2(m_in2 - m_new2);
-    const float e_loc  = ex2(m2 - m_new2);
-    float* accrow = p.acc + b * p.acc_batch_stride + std::int64_t(row) * p.acc_row_stride + h * p.acc_head_stride;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
-      float2* ptr = reinterpret_cast<float2*>(accrow + j * 8 + 2 * t);
-      float2 val  = make_float2(e_loc * o[4 * j + 2 * r], e_loc * o[4 * j + 2 * r + 1]);
-      if (e_in != 0.f) {
-        const float2 old = *ptr;
-        val.x            = fmaf(e_in, old.x, val.x);
-        val.y            = fmaf(e_in, old.y, val.y);
-      }
-      *ptr = val;
-    }
-    if (t == 0) {
-      p.m[mi] = m_in2 >= m2 ? m_in : m_new2 * kLn2;
-      p.l[li] = fmaf(e_in, l_in, e_loc * l_loc);
-    }
+    finish_row<Elem, D>(p, b, h, row, t, mrow[r], l_loc,
+                        [&](int j) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
   }
 }
 
