@@ -89,7 +89,7 @@ struct BwdTilePS {
 };
 
 /// Forward on warpgroup MMA (attn_fwd_wgmma_sm90.cuh): two warpgroups of 64 query
-/// rows each (kBlockM = 128), K/V tiles of kBlockN keys in two stages. Registers
+/// rows each (kBlockM = 128), K/V tiles of kBlockN keys in kStages stages. Registers
 /// per thread: S (kBlockN / 2) + O (d / 2) + P (kBlockN / 4) fp32/packed values.
 template <int kHeadDim_, int kBlockN_, bool kPingpong_ = false, bool kTma_ = false, int kMinBlocks_ = 1>
 struct WgFwdTile {
@@ -138,8 +138,8 @@ struct WgBwdTile {
 };
 
 // ---------------------------------------------------------------------------------
-// The tables. Kernel-only numbers on an H200 (docs/kernels/NOTES.md, run 2, B=1,
-// S=32K, causal, bf16; d=128 with H=32, d=64 with H=64).
+// The tables. Kernel-only numbers on an H200 (docs/kernels/NOTES.md, B=1, S=32K,
+// causal, bf16; d=128 with H=32, d=64 with H=64), run given per entry.
 //
 // DISTATTN_CUDA_TILES_ALT selects the runner-up table (the mma.sync kernels). It
 // exists so that one device run can put both tables through the unit tests (a
@@ -147,7 +147,7 @@ struct WgBwdTile {
 // built with it.
 #if !defined(DISTATTN_CUDA_TILES_ALT)
 
-// Warpgroup MMA (wgmma) entries (NOTES.md run 6, H200, S = 32K causal bf16, kernel only).
+// Warpgroup MMA (wgmma) entries.
 // fwd d = 128: 2 warpgroups x 64 query rows, 128-key tiles, ping-pong schedule
 // (3 mbarrier stages, 230 KB smem) with K/V by TMA (161 regs): 532.8 TF/s against
 // 472.3 with cp.async and 396.4 for the plain schedule in the same run (NOTES.md run 14).
@@ -155,10 +155,11 @@ using FwdTileD128 = WgFwdTile<128, 128, true, true>;
 // fwd d = 64 (H = 64): 64-key tiles, ping-pong with TMA: 374.1 TF/s against 352.0 for
 // the plain schedule and 346.6 for ping-pong with cp.async (run 14).
 using FwdTileD64 = WgFwdTile<64, 64, true, true>;
-// bwd d = 128: 2 warpgroups x 64 keys, 64-query steps, 254 regs, no spill: 366.8 TF/s
-// (mma.sync PS 267.3).
+// bwd d = 128: 2 warpgroups x 64 keys, 64-query steps, 254 regs, no spill: 363.5 TF/s
+// (mma.sync PS 258.9 in the same run, NOTES.md run 15).
 using BwdTileD128 = WgBwdTile<128, 64, 128>;
-// bwd d = 64: wgmma, dQ split by keys between the warpgroups (NOTES.md run 11).
+// bwd d = 64: wgmma, dQ split by keys between the warpgroups, 198 regs: 248.7 TF/s
+// (mma.sync PS 218.0, run 15).
 using BwdTileD64 = WgBwdTile<64, 64, 128>;
 
 #else
