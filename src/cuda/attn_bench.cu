@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
     CK(cudaDeviceSynchronize());
     {  // the TMA variants fall back to cp.async when the tensor map cannot be made: say which ran
       CUtensorMap m;
-      const bool ok = encode_kv_tensor_map(&m, b.k, true, D, S, H, 1, std::int64_t(H) * D, D, std::int64_t(S) * H * D, 128);
+      const bool ok = encode_tile_tensor_map(&m, b.k, true, D, S, H, 1, std::int64_t(H) * D, D, std::int64_t(S) * H * D, 128);
       std::printf("# TMA tensor map for K: %s\n", ok ? "encoded (TMA variants use TMA)" : "FAILED (TMA variants fall back to cp.async)");
     }
     // The first row of each group is the cross-check reference; '*' marks the
@@ -290,6 +290,7 @@ int main(int argc, char** argv) {
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTilePS<128, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<128, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
+      bwd_row<WgBwdTile<128, 64, 128, true>>("wgmma q64 k128 tma", b, causal, w, n, false);
     } else {
       fwd_row<FwdTile<64, 128, 64, 4, 2>>("mma 32r 128x64 4w x2", b, causal, w, n, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
@@ -301,6 +302,7 @@ int main(int argc, char** argv) {
       CK(cudaDeviceSynchronize());
       bwd_row<BwdTilePS<64, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<64, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
+      bwd_row<WgBwdTile<64, 64, 128, true>>("wgmma q64 k128 tma", b, causal, w, n, false);
     }
     CK(cudaDeviceSynchronize());
     for (void* p : {(void*)b.q, (void*)b.k, (void*)b.v, (void*)b.dout, (void*)b.acc, (void*)b.dq, (void*)b.dk,

@@ -363,9 +363,9 @@ void launch_attn_fwd_wgmma(const AttnFwdParams& p, cudaStream_t stream) {
   KVTensorMaps tm{};
   if constexpr (Cfg::kTma) {
     constexpr bool bf16 = std::is_same<Elem, __nv_bfloat16>::value;
-    if (!encode_kv_tensor_map(&tm.k, p.k, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
+    if (!encode_tile_tensor_map(&tm.k, p.k, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
                               p.k_head_stride, p.k_batch_stride, Cfg::kBlockN) ||
-        !encode_kv_tensor_map(&tm.v, p.v, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
+        !encode_tile_tensor_map(&tm.v, p.v, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
                               p.v_head_stride, p.v_batch_stride, Cfg::kBlockN)) {
       launch_attn_fwd_wgmma<typename Cfg::WithoutTma, Elem>(p, stream);
       return;

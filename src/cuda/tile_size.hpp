@@ -121,7 +121,7 @@ struct WgFwdTile {
 
 /// Backward on warpgroup MMA (attn_bwd_wgmma_sm90.cuh): two warpgroups of 64 keys
 /// (kBlockN = 128) walk query tiles of kBlockM = 64; d = 64 or 128.
-template <int kHeadDim_, int kBlockM_, int kBlockN_>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, bool kTma_ = false>
 struct WgBwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = kBlockM_;
@@ -131,10 +131,15 @@ struct WgBwdTile {
   static constexpr int kMinBlocks = 1;
   static constexpr bool kPdSInSmem = true;
   static constexpr bool kWgmma     = true;
+  // Q and dO tiles brought by TMA (one thread, completing on a per-stage mbarrier)
+  // instead of 256 threads' cp.async; falls back to WithoutTma when the driver
+  // cannot describe the tensors.
+  static constexpr bool kTma = kTma_;
+  using WithoutTma = WgBwdTile<kHeadDim_, kBlockM_, kBlockN_, false>;
   // K, V + 2 stages of Q and dO + the dS^T tile (16-bit) + 2 stages of (LSE, Delta,
-  // key limit) + 1 KB of alignment slack.
+  // key limit) + 1 KB of alignment slack + 2 mbarriers.
   static constexpr int kSmemBytes =
-      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) + 2 * 3 * 4 * kBlockM + 1024;
+      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) + 2 * 3 * 4 * kBlockM + 1024 + 16;
 };
 
 // ---------------------------------------------------------------------------------
@@ -158,9 +163,10 @@ using FwdTileD64 = WgFwdTile<64, 64, true, true>;
 // bwd d = 128: 2 warpgroups x 64 keys, 64-query steps, 254 regs, no spill: 363.5 TF/s
 // (mma.sync PS 258.9 in the same run, NOTES.md run 15).
 using BwdTileD128 = WgBwdTile<128, 64, 128>;
-// bwd d = 64: wgmma, dQ split by keys between the warpgroups, 198 regs: 248.7 TF/s
-// (mma.sync PS 218.0, run 15).
-using BwdTileD64 = WgBwdTile<64, 64, 128>;
+// bwd d = 64: wgmma, dQ split by keys between the warpgroups, Q / dO by TMA (189 regs):
+// 271.1 TF/s against 248.7 with cp.async and 217.5 for mma.sync PS (NOTES.md run 19).
+// (TMA for Q / dO at d = 128 measured equal, 368.0 vs 370.7: not taken there.)
+using BwdTileD64 = WgBwdTile<64, 64, 128, true>;
 
 #else
 

@@ -29,7 +29,7 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 
 }  // namespace
 
-bool encode_kv_tensor_map(CUtensorMap* map, const void* base, bool bf16, int head_dim, int seq, int heads, int batch,
+bool encode_tile_tensor_map(CUtensorMap* map, const void* base, bool bf16, int head_dim, int seq, int heads, int batch,
                           std::int64_t row_stride, std::int64_t head_stride, std::int64_t batch_stride, int box_rows) {
   const auto fn = encode_fn();
   if (fn == nullptr || seq <= 0 || heads <= 0 || batch <= 0) return false;

@@ -1,6 +1,7 @@
 #pragma once
-// Tensor-memory-accelerator (TMA) descriptors for the K and V tiles of the wgmma
-// forward: a 4-D view (head_dim, seq, heads, batch) of the caller's tensor with
+// Tensor-memory-accelerator (TMA) descriptors for the tiles the wgmma kernels
+// stream (K and V in the forward, Q and dO in the backward): a 4-D view
+// (head_dim, seq, heads, batch) of the caller's tensor with
 // boxes of 64 columns x rows, 128-byte swizzled, which is exactly one column block
 // of the atom layout (wgmma.cuh), so TMA writes tiles the wgmma descriptors read
 // as they are. Out-of-bounds rows and columns (ragged key tile, head_dim below the
@@ -22,11 +23,15 @@ struct KVTensorMaps {
   CUtensorMap k;
   CUtensorMap v;
 };
+struct QdOTensorMaps {
+  CUtensorMap q;
+  CUtensorMap dout;
+};
 
 /// Fills `map` for a [batch, seq, heads, head_dim] 16-bit tensor (strides in
 /// elements) with boxes of 64 x box_rows; returns false if the driver lacks the
 /// entry point or rejects the layout (the caller then copies with cp.async).
-bool encode_kv_tensor_map(CUtensorMap* map, const void* base, bool bf16, int head_dim, int seq, int heads, int batch,
+bool encode_tile_tensor_map(CUtensorMap* map, const void* base, bool bf16, int head_dim, int seq, int heads, int batch,
                           std::int64_t row_stride, std::int64_t head_stride, std::int64_t batch_stride, int box_rows);
 
 }  // namespace DistAttn::Impl::cuda
