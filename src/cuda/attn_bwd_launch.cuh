@@ -1,10 +1,9 @@
 #pragma once
-// Picks the backward kernel that matches a tile entry: BwdTile -> attn_bwd_sm90.cuh
-// (16-key warps), BwdTilePS -> attn_bwd_ps_sm90.cuh (P/dS through shared memory),
-// WgBwdTile -> attn_bwd_wgmma_sm90.cuh (warpgroup MMA).
+// Picks the backward kernel that matches a tile entry: BwdTilePS -> attn_bwd_ps_sm90.cuh
+// (mma.sync, P/dS through shared memory), WgBwdTile -> attn_bwd_wgmma_sm90.cuh
+// (warpgroup MMA).
 
 #include "attn_bwd_ps_sm90.cuh"
-#include "attn_bwd_sm90.cuh"
 #include "attn_bwd_wgmma_sm90.cuh"
 
 namespace DistAttn::Impl::cuda {
@@ -12,8 +11,7 @@ namespace DistAttn::Impl::cuda {
 template <class Cfg, class Elem>
 void launch_attn_bwd_any(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (Cfg::kWgmma) launch_attn_bwd_wgmma<Cfg, Elem>(p, stream);
-  else if constexpr (Cfg::kPdSInSmem) launch_attn_bwd_ps<Cfg, Elem>(p, stream);
-  else launch_attn_bwd<Cfg, Elem>(p, stream);
+  else launch_attn_bwd_ps<Cfg, Elem>(p, stream);
 }
 
 }  // namespace DistAttn::Impl::cuda

@@ -1,9 +1,9 @@
 #pragma once
 // Backward update kernel, "P/dS through shared memory" layout (FlashAttention-2's
-// sm80 backward): same CTA decomposition and semantics as attn_bwd_sm90.cuh (one
-// CTA per (key tile, KV head, batch), query tiles of every head of the GQA group,
-// dK/dV in registers, dQ by fp32 red.add), but each product gets its own warp grid
-// so that every fragment loaded from shared memory feeds two m16 blocks:
+// sm80 backward): one CTA per (key tile, KV head, batch), query tiles of every head
+// of the GQA group, dK/dV in registers, dQ by fp32 red.add; each product gets its
+// own warp grid so that every fragment loaded from shared memory feeds two m16
+// blocks:
 //
 //   phase 1  S = Q K^T, dP = dO V^T   warps 2 (32 queries) x 4 (32 keys)
 //            P = exp2(S scale log2e - LSE log2e), dS = P (dP - Delta)

@@ -3,7 +3,7 @@
 // style): one commented entry per (direction, head_dim). Every kernel is a
 // template over one of these structs; the instantiation TUs pick the entry.
 //
-// Vocabulary: the mma.sync entries (FwdTile, BwdTile, BwdTilePS) have warps own
+// Vocabulary: the mma.sync entries (FwdTile, BwdTilePS) have warps own
 // 16-row (m16n8k16) or 32-row blocks of the "M" side of their products; a 32-row
 // block feeds every B fragment it loads from shared memory to two mma, which is
 // what bounds those kernels (~128 B/clk/SM of ldmatrix). The wgmma entries
@@ -41,37 +41,12 @@ struct FwdTile {
   static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 4 * kBlockN * kHeadDim);
 };
 
-/// Backward: a CTA owns kBlockN keys of one (batch, KV head) and walks the query
-/// tiles of every query head of its GQA group, kBlockM queries at a time. dK and
-/// dV stay in registers (fp32) for the whole CTA, so they are written once and
-/// already reduced over the group; dQ is accumulated with fp32 atomics (red.add).
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_, int kDqRows_ = 16>
-struct BwdTile {
-  static constexpr int kHeadDim  = kHeadDim_;
-  static constexpr int kBlockM   = kBlockM_;  // queries per inner tile
-  static constexpr int kBlockN   = kBlockN_;  // keys per CTA
-  static constexpr int kNWarps   = kNWarps_;
-  static constexpr int kNThreads = 32 * kNWarps_;
-  static constexpr int kMinBlocks = kMinBlocks_;
-  static constexpr bool kPdSInSmem = false;  // -> attn_bwd_sm90.cuh
-  static constexpr bool kWgmma     = false;
-  static_assert(kBlockN == 16 * kNWarps, "one 16-key mma block per warp");
-  // dQ product (kBlockM x d): warps tile it as (kBlockM / kDqRows) query blocks x
-  // kDqSplit slices of head_dim. 32-row blocks reuse every K fragment twice.
-  static constexpr int kDqRows  = kDqRows_;
-  static_assert(kDqRows % 16 == 0 && kBlockM % kDqRows == 0 && kNWarps % (kBlockM / kDqRows) == 0, "dQ warp grid");
-  static constexpr int kDqSplit = kNWarps / (kBlockM / kDqRows);
-  static constexpr int kDqCols  = kHeadDim / kDqSplit;
-  static_assert(kDqCols % 16 == 0, "dQ slice granularity");
-  // K, V (once) + 2 stages of Q and dO + dS^T tile (16-bit) + 2 stages of
-  // (LSE, Delta, key limit) per query.
-  static constexpr int kSmemBytes =
-      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) + 2 * 3 * 4 * kBlockM;
-};
-
-/// Backward, FA2's sm80 layout (attn_bwd_ps_sm90.cuh): same CTA work as BwdTile, but
-/// S/dP, dK/dV and dQ each get their own warp grid of 32-row blocks, with P and dS
-/// passed through shared memory. 8 warps for 64 queries x 128 keys.
+/// Backward, FA2's sm80 layout (attn_bwd_ps_sm90.cuh): a CTA owns kBlockN keys of one
+/// (batch, KV head) and walks the query tiles of every query head of its GQA group,
+/// kBlockM queries at a time; dK and dV stay in registers (fp32), dQ is accumulated
+/// with fp32 atomics (red.add). S/dP, dK/dV and dQ each get their own warp grid of
+/// 32-row blocks, with P and dS passed through shared memory. 8 warps for 64 queries
+/// x 128 keys.
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_>
 struct BwdTilePS {
   static constexpr int kHeadDim   = kHeadDim_;
@@ -80,7 +55,6 @@ struct BwdTilePS {
   static constexpr int kNWarps    = kNWarps_;
   static constexpr int kNThreads  = 32 * kNWarps_;
   static constexpr int kMinBlocks = kMinBlocks_;
-  static constexpr bool kPdSInSmem = true;  // -> attn_bwd_ps_sm90.cuh
   static constexpr bool kWgmma     = false;
   static_assert((kBlockM / 32) * (kBlockN / 32) == kNWarps, "phase-1 grid: one 32x32 block per warp");
   // K, V + 2 stages of Q and dO + P and dS tiles + 2 stages of (LSE, Delta, limit).
@@ -129,7 +103,6 @@ struct WgBwdTile {
   static constexpr int kNWarps    = 8;
   static constexpr int kNThreads  = 256;
   static constexpr int kMinBlocks = 1;
-  static constexpr bool kPdSInSmem = true;
   static constexpr bool kWgmma     = true;
   // Q and dO tiles brought by TMA (one thread, completing on a per-stage mbarrier)
   // instead of 256 threads' cp.async; falls back to WithoutTma when the driver

@@ -66,6 +66,32 @@ inline cuda::AttnMaskParams mask_params(const Mask& mask) {
   return mp;
 }
 
+/// The forward parameters both forward entry points share: q, k, v, shapes, scale,
+/// mask, element type (the caller adds the state or the final outputs).
+template <class T, class QV, class KV, class VV>
+cuda::AttnFwdParams fwd_params(const QV& q, const KV& k, const VV& v, const Mask& mask, double scale) {
+  const Strides<QV> sq(q);
+  const Strides<KV> sk(k);
+  const Strides<VV> sv(v);
+  cuda::AttnFwdParams p{};
+  p.q = q.data();
+  p.k = k.data();
+  p.v = v.data();
+  p.q_batch_stride = sq.s[0], p.q_row_stride = sq.s[1], p.q_head_stride = sq.s[2];
+  p.k_batch_stride = sk.s[0], p.k_row_stride = sk.s[1], p.k_head_stride = sk.s[2];
+  p.v_batch_stride = sv.s[0], p.v_row_stride = sv.s[1], p.v_head_stride = sv.s[2];
+  p.batch    = int(q.extent(0));
+  p.seqlen_q = int(q.extent(1));
+  p.heads    = int(q.extent(2));
+  p.head_dim = int(q.extent(3));
+  p.seqlen_k = int(k.extent(1));
+  p.heads_kv = int(k.extent(2));
+  p.scale    = float(scale);
+  p.mask     = mask_params(mask);
+  p.dtype    = dtype_of<T>();
+  return p;
+}
+
 }  // namespace cuda_spec
 
 template <class T>
@@ -83,41 +109,22 @@ struct TunedAttnFwdUpdate<Kokkos::Cuda, T> {
     } else {
       if (!cuda::attn_head_dim_supported(int(q.extent(3)))) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(acc)) return false;
-      const Strides<QV> sq(q);
-      const Strides<KV> sk(k);
-      const Strides<VV> sv(v);
       const Strides<AccV> sa(acc);
       const Strides<StatV> sm(m), sl(l);
-      cuda::AttnFwdParams p{};
-      p.q   = q.data();
-      p.k   = k.data();
-      p.v   = v.data();
+      cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);
       p.acc = acc.data();
       p.m   = m.data();
       p.l   = l.data();
-      p.q_batch_stride = sq.s[0], p.q_row_stride = sq.s[1], p.q_head_stride = sq.s[2];
-      p.k_batch_stride = sk.s[0], p.k_row_stride = sk.s[1], p.k_head_stride = sk.s[2];
-      p.v_batch_stride = sv.s[0], p.v_row_stride = sv.s[1], p.v_head_stride = sv.s[2];
       p.acc_batch_stride = sa.s[0], p.acc_row_stride = sa.s[1], p.acc_head_stride = sa.s[2];
       p.m_batch_stride = sm.s[0], p.m_head_stride = sm.s[1], p.m_row_stride = sm.s[2];
       p.l_batch_stride = sl.s[0], p.l_head_stride = sl.s[1], p.l_row_stride = sl.s[2];
-      p.batch     = int(q.extent(0));
-      p.seqlen_q  = int(q.extent(1));
-      p.heads     = int(q.extent(2));
-      p.head_dim  = int(q.extent(3));
-      p.seqlen_k  = int(k.extent(1));
-      p.heads_kv  = int(k.extent(2));
-      p.scale     = float(scale);
-      p.mask      = mask_params(mask);
-      p.dtype     = dtype_of<T>();
       return cuda::run_attn_fwd(p, exec.cuda_stream());
     }
   }
 };
 
 /// Direct mode of the forward kernel (AttnFwdParams::o): O in the element type and
-/// fp32 LSE written by the kernel itself; declines wherever the update would, and
-/// where the kernel of this head_dim has no direct mode.
+/// fp32 LSE written by the kernel itself; declines wherever the update would.
 template <class T>
 struct TunedAttnFwdDirect<Kokkos::Cuda, T> {
   template <class QV, class KV, class VV, class OV, class LseV>
@@ -131,34 +138,13 @@ struct TunedAttnFwdDirect<Kokkos::Cuda, T> {
       if (!cuda::attn_head_dim_supported(int(q.extent(3)))) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(o)) return false;
       if (o.data() == nullptr) return false;  // null o would mean update mode to the kernels
-      const Strides<QV> sq(q);
-      const Strides<KV> sk(k);
-      const Strides<VV> sv(v);
       const Strides<OV> so(o);
       const Strides<LseV> sl(lse);
-      cuda::AttnFwdParams p{};
-      p.q   = q.data();
-      p.k   = k.data();
-      p.v   = v.data();
-      p.acc = nullptr;
-      p.m   = nullptr;
-      p.l   = nullptr;
+      cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);  // acc, m, l stay null
       p.o   = o.data();
       p.lse = lse.data();
-      p.q_batch_stride = sq.s[0], p.q_row_stride = sq.s[1], p.q_head_stride = sq.s[2];
-      p.k_batch_stride = sk.s[0], p.k_row_stride = sk.s[1], p.k_head_stride = sk.s[2];
-      p.v_batch_stride = sv.s[0], p.v_row_stride = sv.s[1], p.v_head_stride = sv.s[2];
       p.o_batch_stride = so.s[0], p.o_row_stride = so.s[1], p.o_head_stride = so.s[2];
       p.lse_batch_stride = sl.s[0], p.lse_head_stride = sl.s[1], p.lse_row_stride = sl.s[2];
-      p.batch     = int(q.extent(0));
-      p.seqlen_q  = int(q.extent(1));
-      p.heads     = int(q.extent(2));
-      p.head_dim  = int(q.extent(3));
-      p.seqlen_k  = int(k.extent(1));
-      p.heads_kv  = int(k.extent(2));
-      p.scale     = float(scale);
-      p.mask      = mask_params(mask);
-      p.dtype     = dtype_of<T>();
       return cuda::run_attn_fwd(p, exec.cuda_stream());
     }
   }
