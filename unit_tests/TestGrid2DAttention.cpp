@@ -14,7 +14,9 @@
 
 #include <mpi.h>
 
+#include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace DistAttn {
@@ -132,7 +134,9 @@ struct RunConfig {
   bool forward = true;  // false: backward alone, from the reference's O and LSE
 };
 
-template <class T>
+/// One forward and backward; with L other than LayoutRight every tensor argument
+/// (inputs, outputs, LSE) is in layout L (forward runs then, cfg.forward is ignored).
+template <class T, class L = Kokkos::LayoutRight>
 Outputs run_grid2d(const Problem& p, const RunConfig& cfg) {
   using Acc  = accum_t<T>;
   auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
@@ -143,18 +147,20 @@ Outputs run_grid2d(const Problem& p, const RunConfig& cfg) {
   Grid2DAttention<T, MpiSpace, Exec> a2d(world, cfg.grid.rows, cfg.grid.cols, Exec(), p.B, p.N, p.H, p.Hkv, p.D,
                                          opts);
   const int n = int(p.N / p.P);
-  auto q      = to_device<T>(shard_of(p.q, p.rank, p.P), "q");
-  auto k      = to_device<T>(shard_of(p.k, p.rank, p.P), "k");
-  auto v      = to_device<T>(shard_of(p.v, p.rank, p.P), "v");
-  auto d      = to_device<T>(shard_of(p.dout, p.rank, p.P), "do");
-  Tensor4<T, Mem> o("o", p.B, n, p.H, p.D), dq("dq", p.B, n, p.H, p.D), dk("dk", p.B, n, p.Hkv, p.D),
-      dv("dv", p.B, n, p.Hkv, p.D);
-  RowStats<Acc, Mem> lse("lse", p.B, p.H, n);
+  auto q      = to_device_as<T, L>(shard_of(p.q, p.rank, p.P), "q");
+  auto k      = to_device_as<T, L>(shard_of(p.k, p.rank, p.P), "k");
+  auto v      = to_device_as<T, L>(shard_of(p.v, p.rank, p.P), "v");
+  auto d      = to_device_as<T, L>(shard_of(p.dout, p.rank, p.P), "do");
+  auto o      = alloc_as<T, L>("o", p.B, n, p.H, p.D);
+  auto dq     = alloc_as<T, L>("dq", p.B, n, p.H, p.D);
+  auto dk     = alloc_as<T, L>("dk", p.B, n, p.Hkv, p.D);
+  auto dv     = alloc_as<T, L>("dv", p.B, n, p.Hkv, p.D);
+  auto lse    = alloc_stats_as<Acc, L>("lse", p.B, p.H, n);
   Outputs out;
-  if (cfg.forward) {
+  if (cfg.forward || !std::is_same<L, Kokkos::LayoutRight>::value) {
     a2d.forward(q, k, v, o, lse);
     out.fwd = a2d.stats();
-  } else {
+  } else if constexpr (std::is_same<L, Kokkos::LayoutRight>::value) {
     o           = to_device<T>(shard_of(p.ro, p.rank, p.P), "o");
     auto lseh   = stats_shard_of(p.rl, p.rank, p.P);
     auto lsem   = Kokkos::create_mirror_view(lse);
@@ -341,14 +347,79 @@ TEST(Grid2DAttentionErrors, RejectsBadConfigurationAndShapes) {
   A2D a2d(world, 0, 0, Exec(), 1, 6L * P, 2, 2, 32);
   const int n = 6;
   Tensor4<double, Mem> q("q", 1, n, 2, 32), k("k", 1, n, 2, 32), v("v", 1, n, 2, 32), o("o", 1, n, 2, 32),
-      qbad("qbad", 1, n + 1, 2, 32), wide("wide", 1, n, 4, 32);
+      qbad("qbad", 1, n + 1, 2, 32);
   RowStats<double, Mem> lse("lse", 1, 2, n);
   expect_invalid_argument_mentioning([&] { a2d.forward(qbad, k, v, o, lse); }, {"'q'"});
-  // A strided view (every other head of a wider tensor) cannot be sent as is.
-  auto strided = Kokkos::subview(wide, Kokkos::ALL, Kokkos::ALL, std::make_pair(0, 2), Kokkos::ALL);
-  expect_invalid_argument_mentioning([&] { a2d.forward(strided, k, v, o, lse); }, {"'q'", "contiguous"});
   RowStats<double, Mem> lse_bad("lse", 1, 2, n + 1);
   expect_invalid_argument_mentioning([&] { a2d.forward(q, k, v, o, lse_bad); }, {"'lse'"});
+}
+
+// N not divisible by P: padding at the end is exact for causal attention only, and
+// the error must say so instead of advising padding for full attention.
+TEST(Grid2DAttentionErrors, PaddingAdviceMatchesTheMask) {
+  const int P = world_size();
+  if (P < 2) GTEST_SKIP() << "every N is a multiple of P = 1";
+  auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  using A2D  = Grid2DAttention<double, MpiSpace, Exec>;
+  const long N = 6L * P + 1, padded = 6L * P + P;
+  expect_invalid_argument_mentioning([&] { A2D(world, 0, 0, Exec(), 1, N, 2, 2, 32); },
+                                     {"Pad the sequence at its end to N=" + std::to_string(padded), "dO = 0"});
+  Grid2DOptions full;
+  full.causal = false;
+  try {
+    A2D(world, 0, 0, Exec(), 1, N, 2, 2, 32, full);
+    ADD_FAILURE() << "no InvalidArgument thrown";
+  } catch (const InvalidArgument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("padding is not exact"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find("Pad the sequence"), std::string::npos) << msg;
+  }
+}
+
+// Column-major and strided Views are staged into row-major buffers: the results
+// equal the row-major run's bits, on every grid variant.
+TEST_P(Grid2DAttentionTest, AnyInputLayoutMatchesRowMajorBitwise) {
+  const int P  = world_size();
+  const auto p = make_problem<double>(1, 4L * P, 4, 2, 16, true);
+  RunConfig cfg;
+  cfg.variant      = GetParam();
+  const auto right = run_grid2d<double>(p, cfg);
+  expect_matches_reference(p, cfg, right, kTolDouble);
+  const Outputs others[] = {run_grid2d<double, Kokkos::LayoutLeft>(p, cfg),
+                            run_grid2d<double, Kokkos::LayoutStride>(p, cfg)};
+  for (const auto& other : others) {
+    expect_matches_reference(p, cfg, other, kTolDouble);
+    EXPECT_EQ(Testing::rel_error(other.o, right.o), 0.0) << context(p, cfg, other);
+    EXPECT_EQ(Testing::rel_error(other.dq, right.dq), 0.0) << context(p, cfg, other);
+    EXPECT_EQ(Testing::rel_error(other.dk, right.dk), 0.0) << context(p, cfg, other);
+    EXPECT_EQ(Testing::rel_error(other.dv, right.dv), 0.0) << context(p, cfg, other);
+  }
+}
+
+// NaN in q on the last rank only: every rank raises, naming that rank and 'q',
+// before any message is posted (a short timeout turns a regression into a failure).
+TEST(Grid2DAttentionErrors, BadArgumentOnOneRankErrorsOnEveryRank) {
+  const int P = world_size(), rank = world_rank();
+  if (P < 2) GTEST_SKIP() << "needs >= 2 ranks";
+  auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  world.set_timeout(20.0);
+  world.set_timeout_policy(TimeoutPolicy::Throw);
+  using A2D = Grid2DAttention<double, MpiSpace, Exec>;
+  A2D a2d(world, 0, 0, Exec(), 1, 2L * P, 2, 2, 8);
+  Tensor4<double, Mem> q("q", 1, 2, 2, 8), k("k", 1, 2, 2, 8), v("v", 1, 2, 2, 8), o("o", 1, 2, 2, 8);
+  RowStats<double, Mem> lse("lse", 1, 2, 2);
+  if (rank == P - 1) Kokkos::deep_copy(Kokkos::subview(q, 0, 1, 1, 3), std::nan(""));
+  std::string msg;
+  try {
+    a2d.forward(q, k, v, o, lse);
+  } catch (const InvalidArgument& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("rank " + std::to_string(P - 1)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'q'"), std::string::npos) << msg;
+  int ok = msg.empty() ? 0 : 1, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  EXPECT_EQ(all, 1) << "a rank did not raise";
 }
 
 // to_cyclic / from_cyclic against the definitions, for N with and without P^2 | N.

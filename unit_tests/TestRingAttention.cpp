@@ -1,15 +1,21 @@
-// DistFlashAttn executor on MPI ranks: forward and backward of the vanilla ring
-// and the balanced schedule against the fp64 reference of the whole sequence,
-// bitwise reproducibility, delayed receives, and measured bytes = the schedule's
-// volume model. Every rank builds the (small) global problem and the reference
-// itself and checks its own chunk.
+// DistFlashAttn executor on MPI ranks: forward and backward of the vanilla ring,
+// the balanced schedule and the zigzag assignment against the fp64 reference of
+// the whole sequence, bitwise reproducibility, delayed receives, measured bytes =
+// the schedule's volume model, inputs of any layout, full (non-causal) attention,
+// and errors raised on every rank together. Every rank builds the (small) global
+// problem and the reference itself and checks its own chunk.
 
 #include "test_helpers.hpp"
 
+#include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/schedule/ring_volume.hpp>
 
 #include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <vector>
 
 namespace DistAttn::Test {
 namespace {
@@ -20,6 +26,7 @@ using Comm = Communicator<MpiSpace, Exec>;
 
 struct Problem {
   int P, rank, B, c, H, Hkv, D;
+  bool causal;
   std::uint64_t seed;
   HostTensor q, k, v, dout;  // global
   HostTensor ro, rdq, rdk, rdv;
@@ -32,8 +39,9 @@ std::uint64_t shared_seed() {
   return s;
 }
 
-Problem make_problem(int B, int c, int H, int Hkv, int D) {
+Problem make_problem(int B, int c, int H, int Hkv, int D, bool causal = true) {
   Problem p{};
+  p.causal = causal;
   MPI_Comm_size(MPI_COMM_WORLD, &p.P);
   MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
   p.B = B, p.c = c, p.H = H, p.Hkv = Hkv, p.D = D;
@@ -53,8 +61,9 @@ Problem make_problem(int B, int c, int H, int Hkv, int D) {
   p.rdk = HostTensor("rdk", B, N, Hkv, D);
   p.rdv = HostTensor("rdv", B, N, Hkv, D);
   const double scale = 1.0 / std::sqrt(double(D));
-  Testing::reference_fwd(p.q, p.k, p.v, Mask::causal(), scale, p.ro, p.rl);
-  Testing::reference_bwd(p.q, p.k, p.v, p.dout, Mask::causal(), scale, p.rdq, p.rdk, p.rdv);
+  const Mask mask = causal ? Mask::causal() : Mask::none();
+  Testing::reference_fwd(p.q, p.k, p.v, mask, scale, p.ro, p.rl);
+  Testing::reference_bwd(p.q, p.k, p.v, p.dout, mask, scale, p.rdq, p.rdk, p.rdv);
   return p;
 }
 
@@ -78,19 +87,24 @@ struct Outputs {
   RingStats fwd, bwd;
 };
 
+/// One forward and backward with every tensor argument (inputs, outputs, LSE) in layout L.
+template <class L = Kokkos::LayoutRight>
 Outputs run_ring(const Problem& p, RingKind kind, double delay_ms = 0.0) {
   auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
   RingOptions opts;
   opts.kind          = kind;
+  opts.causal        = p.causal;
   opts.recv_delay_ms = delay_ms;
   RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
-  auto q = to_device<T>(chunk_of(p.q, p.rank, p.c, kind), "q");
-  auto k = to_device<T>(chunk_of(p.k, p.rank, p.c, kind), "k");
-  auto v = to_device<T>(chunk_of(p.v, p.rank, p.c, kind), "v");
-  auto d = to_device<T>(chunk_of(p.dout, p.rank, p.c, kind), "do");
-  Tensor4<T, Mem> o("o", p.B, p.c, p.H, p.D), dq("dq", p.B, p.c, p.H, p.D), dk("dk", p.B, p.c, p.Hkv, p.D),
-      dv("dv", p.B, p.c, p.Hkv, p.D);
-  RowStats<Acc, Mem> lse("lse", p.B, p.H, p.c);
+  auto q  = to_device_as<T, L>(chunk_of(p.q, p.rank, p.c, kind), "q");
+  auto k  = to_device_as<T, L>(chunk_of(p.k, p.rank, p.c, kind), "k");
+  auto v  = to_device_as<T, L>(chunk_of(p.v, p.rank, p.c, kind), "v");
+  auto d  = to_device_as<T, L>(chunk_of(p.dout, p.rank, p.c, kind), "do");
+  auto o  = alloc_as<T, L>("o", p.B, p.c, p.H, p.D);
+  auto dq = alloc_as<T, L>("dq", p.B, p.c, p.H, p.D);
+  auto dk = alloc_as<T, L>("dk", p.B, p.c, p.Hkv, p.D);
+  auto dv = alloc_as<T, L>("dv", p.B, p.c, p.Hkv, p.D);
+  auto lse = alloc_stats_as<Acc, L>("lse", p.B, p.H, p.c);
   ring.forward(q, k, v, o, lse);
   Outputs out;
   out.fwd = ring.stats();
@@ -105,8 +119,9 @@ Outputs run_ring(const Problem& p, RingKind kind, double delay_ms = 0.0) {
 
 void expect_matches_reference(const Problem& p, const Outputs& out, RingKind kind, const char* what = "") {
   const double tol = 1e-11;
-  const std::string ctx = std::string(to_string(kind)) + " " + what + " P=" + std::to_string(p.P) + " rank " + std::to_string(p.rank) +
-                          " seed " + std::to_string(p.seed);
+  const std::string ctx = std::string(to_string(kind)) + (p.causal ? " causal " : " full ") + what +
+                          " P=" + std::to_string(p.P) + " rank " + std::to_string(p.rank) + " seed " +
+                          std::to_string(p.seed);
   EXPECT_LE(Testing::rel_error(out.o, chunk_of(p.ro, p.rank, p.c, kind)), tol) << "O " << ctx;
   EXPECT_LE(Testing::rel_error(out.dq, chunk_of(p.rdq, p.rank, p.c, kind)), tol) << "dQ " << ctx;
   EXPECT_LE(Testing::rel_error(out.dk, chunk_of(p.rdk, p.rank, p.c, kind)), tol) << "dK " << ctx;
@@ -162,6 +177,131 @@ TEST_P(RingAttentionTest, BytesMatchVolumeModel) {
     }
     EXPECT_EQ(st.steps, sched.num_steps());
   }
+}
+
+// Column-major (the default layout of a View in CUDA memory) and strided Views
+// are staged into row-major buffers: results equal the row-major run's bits.
+TEST_P(RingAttentionTest, AnyInputLayoutMatchesRowMajorBitwise) {
+  const auto p     = make_problem(1, chunk_len(13), 4, 2, 16);
+  const auto right = run_ring(p, GetParam());
+  expect_matches_reference(p, right, GetParam(), "LayoutRight");
+  const Outputs others[] = {run_ring<Kokkos::LayoutLeft>(p, GetParam()),
+                            run_ring<Kokkos::LayoutStride>(p, GetParam())};
+  const char* names[]    = {"LayoutLeft", "LayoutStride"};
+  for (int i = 0; i < 2; ++i) {
+    expect_matches_reference(p, others[i], GetParam(), names[i]);
+    EXPECT_EQ(Testing::rel_error(others[i].o, right.o), 0.0) << names[i] << " rank " << p.rank;
+    EXPECT_EQ(Testing::rel_error(others[i].dq, right.dq), 0.0) << names[i] << " rank " << p.rank;
+    EXPECT_EQ(Testing::rel_error(others[i].dk, right.dk), 0.0) << names[i] << " rank " << p.rank;
+    EXPECT_EQ(Testing::rel_error(others[i].dv, right.dv), 0.0) << names[i] << " rank " << p.rank;
+  }
+}
+
+// Ranks may pass different layouts: each is a local matter.
+TEST_P(RingAttentionTest, LayoutsMayDifferBetweenRanks) {
+  const auto p   = make_problem(1, chunk_len(9), 2, 1, 8);
+  const auto out = p.rank % 3 == 0   ? run_ring<Kokkos::LayoutStride>(p, GetParam())
+                   : p.rank % 3 == 1 ? run_ring<Kokkos::LayoutLeft>(p, GetParam())
+                                     : run_ring(p, GetParam());
+  expect_matches_reference(p, out, GetParam(), "mixed layouts");
+}
+
+// Full attention: the zigzag ring visits every chunk; the other schedules skip the
+// blocks above the diagonal and must refuse instead of computing causal attention.
+TEST_P(RingAttentionTest, FullAttentionIsExactOrRejected) {
+  const auto p = make_problem(1, chunk_len(11), 4, 2, 16, /*causal=*/false);
+  if (GetParam() == RingKind::Zigzag) {
+    expect_matches_reference(p, run_ring(p, GetParam()), GetParam());
+    return;
+  }
+  auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  RingOptions opts;
+  opts.kind   = GetParam();
+  opts.causal = false;
+  try {
+    RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), 1, p.c, 4, 2, 16, opts);
+    ADD_FAILURE() << "causal = false accepted by the " << to_string(GetParam()) << " schedule";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("Zigzag"), std::string::npos) << e.what();
+  }
+}
+
+template <class O, class = void>
+struct names_a_mask : std::false_type {};
+template <class O>
+struct names_a_mask<O, std::void_t<decltype(std::declval<O&>().mask)>> : std::true_type {};
+
+// The executors set every tile's mask themselves; their options must not offer a
+// mask field they would ignore (RingOptions::causal is the switch).
+TEST(RingAttentionOptions, OffersNoMaskToIgnore) {
+  EXPECT_TRUE(names_a_mask<AttnOptions>::value);
+  EXPECT_FALSE(names_a_mask<TileOptions>::value);
+  EXPECT_FALSE(names_a_mask<decltype(RingOptions{}.attn)>::value);
+  EXPECT_FALSE(names_a_mask<decltype(Grid2DOptions{}.attn)>::value);
+}
+
+/// Runs `pass` on every rank and expects InvalidArgument on every rank, with all
+/// of `words` in the message, well before the communication timeout (set short,
+/// so a rank left waiting fails the test with a timeout instead of hanging it).
+template <class F>
+void expect_error_on_every_rank(F&& pass, const std::vector<std::string>& words) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string msg;
+  try {
+    pass();
+    ADD_FAILURE() << "no InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    msg = e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 5.0);
+  for (const auto& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
+  int ok = ::testing::Test::HasFailure() ? 0 : 1, all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  EXPECT_EQ(all, 1) << "another rank did not see the error";
+}
+
+// One rank's bad argument (NaN in q, a wrong extent) raises on every rank, naming
+// the rank and the argument, before any message is posted; ranks built with
+// different extents are reported the same way. The communicator stays usable.
+TEST_P(RingAttentionTest, BadArgumentOnOneRankErrorsOnEveryRank) {
+  const auto p = make_problem(1, chunk_len(7), 2, 1, 8);
+  if (p.P < 2) GTEST_SKIP() << "needs >= 2 ranks";
+  auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  comm.set_timeout(20.0);
+  comm.set_timeout_policy(TimeoutPolicy::Throw);
+  RingOptions opts;
+  opts.kind = GetParam();
+  RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
+  const int bad = p.P - 1;
+  auto q = to_device<T>(chunk_of(p.q, p.rank, p.c, GetParam()), "q");
+  auto k = to_device<T>(chunk_of(p.k, p.rank, p.c, GetParam()), "k");
+  auto v = to_device<T>(chunk_of(p.v, p.rank, p.c, GetParam()), "v");
+  Tensor4<T, Mem> o("o", p.B, p.c, p.H, p.D);
+  RowStats<Acc, Mem> lse("lse", p.B, p.H, p.c);
+
+  auto qnan = to_device<T>(chunk_of(p.q, p.rank, p.c, GetParam()), "q");
+  if (p.rank == bad) Kokkos::deep_copy(Kokkos::subview(qnan, 0, 0, 0, 0), std::nan(""));
+  expect_error_on_every_rank([&] { ring.forward(qnan, k, v, o, lse); },
+                             {"rank " + std::to_string(bad), "'q'", "NaN"});
+
+  Tensor4<T, Mem> qshort("qshort", p.B, p.rank == 0 ? p.c - 1 : p.c, p.H, p.D);
+  Tensor4<T, Mem> oshort("oshort", p.B, qshort.extent(1), p.H, p.D);
+  RowStats<Acc, Mem> lshort("lshort", p.B, p.H, qshort.extent(1));
+  expect_error_on_every_rank([&] { ring.forward(qshort, k, v, oshort, lshort); }, {"rank 0", "'q'"});
+
+  ring.forward(q, k, v, o, lse);  // still usable, and exact
+  EXPECT_LE(Testing::rel_error(to_host(o), chunk_of(p.ro, p.rank, p.c, GetParam())), 1e-11);
+
+  const int c2 = p.rank == bad ? p.c + 2 : p.c;  // even, like p.c for zigzag
+  RingAttention<T, MpiSpace, Exec> odd(comm, Exec(), p.B, c2, p.H, p.Hkv, p.D, opts);
+  Tensor4<T, Mem> q2("q2", p.B, c2, p.H, p.D), k2("k2", p.B, c2, p.Hkv, p.D), v2("v2", p.B, c2, p.Hkv, p.D),
+      o2("o2", p.B, c2, p.H, p.D);
+  RowStats<Acc, Mem> l2("l2", p.B, p.H, c2);
+  expect_error_on_every_rank([&] { odd.forward(q2, k2, v2, o2, l2); },
+                             {"configured differently", "chunk=" + std::to_string(p.c + 2)});
 }
 
 TEST(RingAttentionErrors, RejectsWrongChunkShape) {

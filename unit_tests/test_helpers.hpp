@@ -32,6 +32,53 @@ Tensor4<T, Mem> to_device(const HostTensor& h, const std::string& label) {
   return d;
 }
 
+/// Device tensors in a chosen layout, for the executors' any-layout inputs:
+/// LayoutRight, LayoutLeft, or LayoutStride (every other head of a wider
+/// tensor, so the View is not contiguous).
+template <class T, class L>
+using View4 = Kokkos::View<T****, L, Mem>;
+template <class T, class L>
+using View3 = Kokkos::View<T***, L, Mem>;
+
+template <class T, class L>
+View4<T, L> alloc_as(const std::string& label, std::size_t b, std::size_t s, std::size_t h, std::size_t d) {
+  if constexpr (std::is_same<L, Kokkos::LayoutStride>::value) {
+    Tensor4<T, Mem> wide(label, b, s, 2 * h, d);
+    return Kokkos::subview(wide, Kokkos::ALL, Kokkos::ALL, std::make_pair(std::size_t(0), h), Kokkos::ALL);
+  } else {
+    return View4<T, L>(label, b, s, h, d);
+  }
+}
+
+template <class T, class L>
+View3<T, L> alloc_stats_as(const std::string& label, std::size_t b, std::size_t h, std::size_t s) {
+  if constexpr (std::is_same<L, Kokkos::LayoutStride>::value) {
+    RowStats<T, Mem> wide(label, b, 2 * h, s);
+    return Kokkos::subview(wide, Kokkos::ALL, std::make_pair(std::size_t(0), h), Kokkos::ALL);
+  } else {
+    return View3<T, L>(label, b, h, s);
+  }
+}
+
+template <class T, class L>
+View4<T, L> to_device_as(const HostTensor& h, const std::string& label) {
+  auto d = alloc_as<T, L>(label, h.extent(0), h.extent(1), h.extent(2), h.extent(3));
+  auto m = Kokkos::create_mirror_view(d);
+  for (std::size_t a = 0; a < h.extent(0); ++a)
+    for (std::size_t b = 0; b < h.extent(1); ++b)
+      for (std::size_t c = 0; c < h.extent(2); ++c)
+        for (std::size_t e = 0; e < h.extent(3); ++e) m(a, b, c, e) = T(h(a, b, c, e));
+  Kokkos::deep_copy(d, m);
+  return d;
+}
+
+template <class L>
+const char* layout_name() {
+  if constexpr (std::is_same<L, Kokkos::LayoutRight>::value) return "LayoutRight";
+  else if constexpr (std::is_same<L, Kokkos::LayoutLeft>::value) return "LayoutLeft";
+  else return "LayoutStride";
+}
+
 /// Rounds a host tensor to T and back, so a reference sees exactly the kernel's inputs.
 template <class T>
 HostTensor rounded(const HostTensor& h) {

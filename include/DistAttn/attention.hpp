@@ -207,14 +207,15 @@ void attention_bwd_delta(const Exec& exec, const OV& o, const DOV& dout, const D
 /// dq += dQ_block, dk += dK_block, dv += dV_block for the block (q vs k, v), with
 /// the FINAL lse and delta of the q rows. dq/dk/dv are accumulators (fp32 for
 /// low-precision inputs); dk/dv are already reduced over each GQA group.
-template <class Exec, class QV, class KV, class VV, class DOV, class StatV, class GQV, class GKV>
+template <class Exec, class QV, class KV, class VV, class DOV, class LseV, class DeltaV, class GQV, class GKV>
 void attention_bwd_update(const Exec& exec, const QV& q, const KV& k, const VV& v, const DOV& dout,
-                          const StatV& lse, const StatV& delta, const GQV& dq, const GKV& dk, const GKV& dv,
+                          const LseV& lse, const DeltaV& delta, const GQV& dq, const GKV& dk, const GKV& dv,
                           const AttnOptions& opts = {}) {
   constexpr const char* where = "DistAttn::attention_bwd_update";
   Impl::check_qkv<Exec>(where, q, k, v, opts);
   Impl::require_accessible<Exec, DOV>(where, "dout");
-  Impl::require_accessible<Exec, StatV>(where, "lse");
+  Impl::require_accessible<Exec, LseV>(where, "lse");
+  Impl::require_accessible<Exec, DeltaV>(where, "delta");
   Impl::require_accessible<Exec, GQV>(where, "dq");
   Impl::require_accessible<Exec, GKV>(where, "dk");
   Impl::check_same4(where, "q", q, "dout", dout);
@@ -229,7 +230,7 @@ void attention_bwd_update(const Exec& exec, const QV& q, const KV& k, const VV& 
   if (opts.path != KernelPath::Portable &&
       Impl::TunedAttnBwdUpdate<Exec, T>::run(exec, q, k, v, dout, lse, delta, dq, dk, dv, opts.mask, scale))
     return;
-  Impl::AttnBwdPortable<Exec, QV, KV, VV, DOV, StatV, GQV, GKV> f(q, k, v, dout, lse, delta, dq, dk, dv,
+  Impl::AttnBwdPortable<Exec, QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV> f(q, k, v, dout, lse, delta, dq, dk, dv,
                                                                   opts.mask, scale);
   f.run(exec);
 }

@@ -102,9 +102,15 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   // Padded at the end (exact for causal; see ring_attention.hpp); zigzag needs
   // 2P equal half-chunks.
   const int c = zz ? 2 * int((N + 2 * P - 1) / (2 * P)) : int((N + P - 1) / P);
-  DISTATTN_REQUIRE(o.causal, "distattn-run", "the ring schedules compute causal attention only (--causal 1)");
+  DISTATTN_REQUIRE(o.causal || zz, "distattn-run",
+                   "--causal 0 needs --schedule zigzag: the " << o.schedule
+                                                               << " schedule computes causal attention only");
+  DISTATTN_REQUIRE(o.causal || N % (zz ? 2L * P : long(P)) == 0, "distattn-run",
+                   "--causal 0: --seq " << N << " must be a multiple of " << 2L * P
+                                        << " (2 x ranks): padded keys would enter every row of full attention");
   RingOptions ro;
-  ro.kind = o.schedule == "ring" ? RingKind::Vanilla : (zz ? RingKind::Zigzag : RingKind::Balanced);
+  ro.kind   = o.schedule == "ring" ? RingKind::Vanilla : (zz ? RingKind::Zigzag : RingKind::Balanced);
+  ro.causal = o.causal;
   ro.recv_delay_ms = o.delay_ms;
   RingAttention<T, CommSpace, Exec> ring(comm, compute, o.batch, c, o.heads, o.kv_heads, o.dim, ro);
   if (o.print_schedule && rank == 0) std::cout << to_string(ring.schedule(), Pass::Forward) << '\n';

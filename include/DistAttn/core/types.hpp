@@ -64,6 +64,21 @@ struct AttnOptions {
   bool check_finite = true;
 };
 
+/// AttnOptions without the mask, for the distributed executors: they derive every
+/// tile's mask from global token positions (their options' `causal` switch), so a
+/// mask set here could only be ignored. Naming `mask` on it does not compile.
+struct TileOptions : AttnOptions {
+  /// These options with a mask chosen by the executor.
+  AttnOptions with_mask(const Mask& m) const {
+    AttnOptions a = *this;
+    a.mask        = m;
+    return a;
+  }
+
+ private:
+  using AttnOptions::mask;
+};
+
 inline double resolved_scale(const AttnOptions& opts, int head_dim) {
   return opts.scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : opts.scale;
 }

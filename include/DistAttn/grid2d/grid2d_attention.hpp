@@ -35,6 +35,7 @@
 #include <DistAttn/comm.hpp>
 #include <DistAttn/grid2d/grid2d_buffers.hpp>
 #include <DistAttn/grid2d/grid2d_types.hpp>
+#include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/impl/region_timer.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
@@ -85,7 +86,7 @@ class Grid2DAttention {
   /// of them 0 fixes the other side.
   Grid2DAttention(const Comm& world, int rows, int cols, const Exec& compute, int batch, std::int64_t seq_len,
                   int heads, int kv_heads, int head_dim, const Grid2DOptions& opts = {})
-      : Grid2DAttention(make_grid(world, rows, cols, batch, seq_len, heads, kv_heads, head_dim), nullptr, compute,
+      : Grid2DAttention(make_grid(world, rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts), nullptr, compute,
                         batch, seq_len, heads, kv_heads, head_dim, opts) {}
 
   Grid2DAttention(const Grid2DAttention&)            = delete;
@@ -113,17 +114,26 @@ class Grid2DAttention {
   void invalidate_saved_kv() { saved_valid_ = false; }
 
   /// o ([B, N/P, H, D]) and lse ([B, H, N/P]) of this rank's cyclic shard.
-  /// q, k, v must be contiguous row-major Views of element type T in Exec's memory space.
+  /// q, k, v (and dO in backward) must have element type T and live in memory Exec
+  /// can access (checked at compile time). Row-major contiguous Views are used in
+  /// place; any other layout (LayoutLeft, strided) is copied into a row-major
+  /// staging buffer with Kokkos::deep_copy first. o, lse, dq, dk, dv may have any
+  /// layout. Collective over the grid: arguments are checked on every rank and the
+  /// outcome agreed before any message is posted (impl/executor_inputs.hpp), so a
+  /// bad argument on one rank raises InvalidArgument on all of them.
   template <class QV, class KV, class VV, class OV, class LV>
   void forward(const QV& q, const KV& k, const VV& v, const OV& o, const LV& lse) {
     constexpr const char* where = "DistAttn::Grid2DAttention::forward";
-    check_inputs(where, q, k, v);
-    Impl::check_same4(where, "q", q, "o", o);
-    Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
-    if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
-    const auto qc = Impl::alias4<T, Mem>(q);
-    const auto kc = Impl::alias4<T, Mem>(k);
-    const auto vc = Impl::alias4<T, Mem>(v);
+    Impl::static_check_forward<T, Exec, QV, KV, VV, OV, LV>();
+    agree_.run(grid_->world(), where, config(0), [&] {
+      check_inputs(where, q, k, v);
+      Impl::check_same4(where, "q", q, "o", o);
+      Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+      if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
+    });
+    const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
+    const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
+    const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
     begin_pass(false);
     permute_kv(kc, vc);
     if (opts_.variant == Grid2DVariant::NO)
@@ -142,11 +152,14 @@ class Grid2DAttention {
   void backward(const QV& q, const KV& k, const VV& v, const OV& o, const DOV& dout, const LV& lse, const DQV& dq,
                 const DKV& dk, const DVV& dv) {
     constexpr const char* where = "DistAttn::Grid2DAttention::backward";
-    check_inputs(where, q, k, v);
-    Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
-    const auto qc = Impl::alias4<T, Mem>(q);
-    const auto kc = Impl::alias4<T, Mem>(k);
-    const auto vc = Impl::alias4<T, Mem>(v);
+    Impl::static_check_backward<T, Exec, QV, KV, VV, OV, DOV, LV, DQV, DKV, DVV>();
+    agree_.run(grid_->world(), where, config(1), [&] {
+      check_inputs(where, q, k, v);
+      Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
+    });
+    const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
+    const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
+    const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
     begin_pass(true);
     ensure_backward_common();
     const bool reuse = saved_valid_ && saved_k_ == static_cast<const void*>(k.data()) &&
@@ -217,9 +230,23 @@ class Grid2DAttention {
                      "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
     DISTATTN_REQUIRE(seq_len > 0 && seq_len % P == 0, where,
                      "sequence length N=" << seq_len << " must be a positive multiple of the number of ranks P=" << P
-                                          << " (the cyclic layout gives every rank N/P tokens; pad N)");
+                                          << " (the cyclic layout gives every rank N/P tokens). "
+                                          << pad_advice(seq_len, P, opts.causal));
     DISTATTN_REQUIRE(seq_len / P <= std::int64_t(1) << 30, where, "N/P=" << seq_len / P << " is too large");
     DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0, got " << opts.recv_delay_ms);
+  }
+
+  /// Padding is exact only where padded keys can never be attended to.
+  static std::string pad_advice(std::int64_t N, int P, bool causal) {
+    const std::int64_t padded = (N + P - 1) / P * P;
+    std::ostringstream os;
+    if (causal)
+      os << "Pad the sequence at its end to N=" << padded
+         << ": padded keys come after every real query, so real rows stay exact; give padded rows dO = 0";
+    else
+      os << "With full (non-causal) attention padding is not exact, because padded keys would enter every "
+            "row: choose N divisible by P";
+    return os.str();
   }
 
   static GridDims checked_dims(const Grid& g, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
@@ -229,9 +256,9 @@ class Grid2DAttention {
   }
 
   static std::unique_ptr<Grid> make_grid(const Comm& world, int rows, int cols, int batch, std::int64_t seq_len,
-                                         int heads, int kv_heads, int head_dim) {
+                                         int heads, int kv_heads, int head_dim, const Grid2DOptions& opts) {
     // Validate before the collective grid construction, identically on every rank.
-    check_sizes(world.size(), batch, seq_len, heads, kv_heads, head_dim, Grid2DOptions{});
+    check_sizes(world.size(), batch, seq_len, heads, kv_heads, head_dim, opts);
     DISTATTN_REQUIRE(rows >= 0 && cols >= 0, "DistAttn::Grid2DAttention",
                      "grid rows (R=" << rows << ") and cols (C=" << cols << ") must be >= 0 (0 = choose)");
     GridShape shape{rows, cols};
@@ -241,17 +268,17 @@ class Grid2DAttention {
 
   // ---- argument checks -------------------------------------------------------------
 
+  /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
+  std::vector<Impl::ConfigField> config(int pass) const {
+    return {{"batch", B_},      {"seq_len", N_},       {"heads", H_},
+            {"kv_heads", Hkv_}, {"head_dim", D_},      {"rows", R_},
+            {"cols", C_},       {"variant", int(opts_.variant)}, {"causal", opts_.causal},
+            {"element_bytes", std::int64_t(sizeof(T))}, {"pass", pass}};
+  }
+
   template <class QV, class KV, class VV>
   void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
-    static_assert(std::is_same<typename QV::non_const_value_type, T>::value &&
-                      std::is_same<typename KV::non_const_value_type, T>::value &&
-                      std::is_same<typename VV::non_const_value_type, T>::value,
-                  "Grid2DAttention: q, k, v must have the executor's element type T");
-    static_assert(std::is_same<typename QV::memory_space, Mem>::value &&
-                      std::is_same<typename KV::memory_space, Mem>::value &&
-                      std::is_same<typename VV::memory_space, Mem>::value,
-                  "Grid2DAttention: q, k, v must live in the memory space of Exec");
-    Impl::check_qkv<Exec>(where, q, k, v, opts_.attn);
+    Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
     DISTATTN_REQUIRE(int(q.extent(0)) == B_ && int(q.extent(1)) == n_ && int(q.extent(2)) == H_ &&
                          int(q.extent(3)) == D_,
                      where,
@@ -262,9 +289,6 @@ class Grid2DAttention {
     DISTATTN_REQUIRE(int(k.extent(1)) == n_ && int(k.extent(2)) == Hkv_, where,
                      "'k' must hold N/P=" << n_ << " tokens and kv_heads=" << Hkv_ << " heads, got " << k.extent(1)
                                           << " tokens and " << k.extent(2) << " heads");
-    Impl::require_row_major_contiguous(where, "q", q);
-    Impl::require_row_major_contiguous(where, "k", k);
-    Impl::require_row_major_contiguous(where, "v", v);
   }
 
   // ---- geometry -----------------------------------------------------------------
@@ -281,8 +305,7 @@ class Grid2DAttention {
     return opts_.causal ? Mask::causal(qpos, kpos) : Mask::none();
   }
   AttnOptions task_options(const Mask& m) const {
-    AttnOptions ao  = opts_.attn;
-    ao.mask         = m;
+    AttnOptions ao  = opts_.attn.with_mask(m);
     ao.check_finite = false;
     return ao;
   }
@@ -799,6 +822,8 @@ class Grid2DAttention {
   Grid2DOptions opts_;
   Grid2DStats stats_;
   Impl::RegionTimer<Exec> timer_;
+  Impl::EntryAgreement<CommSpace, Exec> agree_;
+  Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_;
   std::chrono::steady_clock::time_point pass_t0_{};
   std::array<std::uint64_t, kNumGrid2DComms> comm0_sent_{}, comm0_recv_{};
 

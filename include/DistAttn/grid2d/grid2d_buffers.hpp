@@ -15,6 +15,7 @@
 #include <DistAttn/attention.hpp>
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
+#include <DistAttn/impl/executor_inputs.hpp>
 
 #include <cstddef>
 #include <string>
@@ -25,8 +26,6 @@ template <class T, class Mem>
 using Flat = Kokkos::View<T*, Mem>;
 template <class T, class Mem>
 using Strided4 = Kokkos::View<T****, Kokkos::LayoutStride, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-template <class T, class Mem>
-using ConstView4 = Kokkos::View<const T****, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
 /// Two tensors of one message (K|V, q|dO, dK|dV) in one allocation: `a` is the
 /// first half of `flat`, `b` the second; `flat` is what travels.
@@ -77,31 +76,6 @@ FlatState<Acc, Mem> make_flat_state(int B, int S, int H, int D, const std::strin
   s.st.m   = RowStats<Acc, Mem>(s.flat.data() + nacc, B, H, S);
   s.st.l   = RowStats<Acc, Mem>(s.flat.data() + nacc + nrow, B, H, S);
   return s;
-}
-
-/// True if the View's memory is exactly its extents in row-major order (what a
-/// message carries and what the aliasing ConstView4 assumes).
-template <class V>
-bool is_row_major_contiguous(const V& v) {
-  std::size_t expect = 1;
-  for (int d = int(V::rank) - 1; d >= 0; --d) {
-    if (v.extent(d) > 1 && std::size_t(v.stride(d)) != expect) return false;
-    expect *= v.extent(d);
-  }
-  return true;
-}
-
-template <class V>
-void require_row_major_contiguous(const char* where, const char* arg, const V& v) {
-  DISTATTN_REQUIRE(is_row_major_contiguous(v), where,
-                   "argument '" << arg << "' must be a contiguous row-major (LayoutRight) View: it is sent as is; "
-                                << "copy a strided view into a Tensor4 first");
-}
-
-/// Read-only row-major alias of a caller's rank-4 View (checked contiguous first).
-template <class T, class Mem, class V>
-ConstView4<T, Mem> alias4(const V& v) {
-  return ConstView4<T, Mem>(v.data(), v.extent(0), v.extent(1), v.extent(2), v.extent(3));
 }
 
 /// Rows blk, blk + nb, blk + 2 nb, ... of a position-ordered [B, nb*n, X, D] tensor,

@@ -26,8 +26,8 @@ struct Grid2DOptions {
   Grid2DVariant variant = Grid2DVariant::O;
   /// Causal (position-based, global token positions) or full attention.
   bool causal = true;
-  /// scale, kernel path and check_finite; the mask is set by the executor.
-  AttnOptions attn{};
+  /// scale, kernel path and check_finite; the executor sets every tile's mask.
+  TileOptions attn{};
   /// Testing aid: sleep this long before every wait on a receive, so results
   /// must not depend on message timing.
   double recv_delay_ms = 0.0;

@@ -13,7 +13,7 @@
 
 namespace DistAttn::Impl {
 
-template <class Exec, class QV, class KV, class VV, class DOV, class StatV, class GQV, class GKV>
+template <class Exec, class QV, class KV, class VV, class DOV, class LseV, class DeltaV, class GQV, class GKV>
 struct AttnBwdPortable {
   using Acc         = typename GQV::non_const_value_type;
   using policy_type = Kokkos::TeamPolicy<Exec>;
@@ -32,7 +32,8 @@ struct AttnBwdPortable {
   KV k;
   VV v;
   DOV dout;
-  StatV lse, delta;
+  LseV lse;
+  DeltaV delta;
   GQV dq;
   GKV dk, dv;
   Mask mask;
@@ -40,8 +41,8 @@ struct AttnBwdPortable {
   int B, Sq, Sk, H, Hkv, D, group;
   int br = 32, bc = 32, level = 0, nqt = 0, nkt = 0;
 
-  AttnBwdPortable(const QV& q_, const KV& k_, const VV& v_, const DOV& do_, const StatV& lse_,
-                  const StatV& delta_, const GQV& dq_, const GKV& dk_, const GKV& dv_, const Mask& mask_,
+  AttnBwdPortable(const QV& q_, const KV& k_, const VV& v_, const DOV& do_, const LseV& lse_,
+                  const DeltaV& delta_, const GQV& dq_, const GKV& dk_, const GKV& dv_, const Mask& mask_,
                   double scale_)
       : q(q_), k(k_), v(v_), dout(do_), lse(lse_), delta(delta_), dq(dq_), dk(dk_), dv(dv_), mask(mask_),
         scale(Acc(scale_)) {

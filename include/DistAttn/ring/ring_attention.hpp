@@ -1,12 +1,37 @@
 #pragma once
 /// @file ring/ring_attention.hpp
-/// DistFlashAttn executor: runs a RingSchedule (vanilla ring or the balanced
-/// helper schedule, any P) on a Communicator, forward and backward (SPEC §2).
+/// DistFlashAttn executor: runs a RingSchedule (vanilla ring, the balanced helper
+/// schedule or the zigzag assignment, any P) on a Communicator, forward and
+/// backward (SPEC §2).
 ///
-/// Each rank holds one contiguous chunk of `chunk` tokens (rank x: positions
-/// [x*chunk, (x+1)*chunk)); causal attention only. A global length N that P does
-/// not divide is padded at the END to P*ceil(N/P): padded keys come after every
-/// real query, so real outputs are exact; give padded rows dO = 0 in backward.
+/// Token layout (what each rank passes in and gets back), chunk = c tokens per rank:
+///  - Vanilla, Balanced: rank x holds positions [x*c, (x+1)*c).
+///  - Zigzag: the sequence is cut into 2P half-chunks of c/2 tokens; rank x holds
+///    half-chunk x in local rows [0, c/2) and half-chunk 2P-1-x in rows [c/2, c)
+///    (c must be even).
+///
+/// Masking: causal by default (RingOptions::causal), from global positions. Full
+/// (non-causal) attention needs a ring that visits every chunk: RingKind::Zigzag
+/// supports it; the vanilla and balanced schedules skip every block above the
+/// diagonal by construction and reject causal = false.
+///
+/// Padding (the caller's job): a global length N that P does not divide is padded
+/// at the END to P*ceil(N/P) (for zigzag, to a multiple of 2P). With causal
+/// attention padded keys come after every real query, so real outputs are exact;
+/// give padded rows dO = 0 in backward. With full attention padded keys would enter
+/// every row: N must then fill the chunks exactly.
+///
+/// Arguments: q, k, v and dO must have element type T and live in memory Exec can
+/// access (checked at compile time). Any layout is accepted: row-major contiguous
+/// Views ([batch, seq, heads, head_dim], LayoutRight) are used in place; others
+/// (LayoutLeft, the default for CUDA memory, or strided subviews) are copied into
+/// row-major staging buffers with Kokkos::deep_copy, which costs one copy and the
+/// memory of that tensor. o, LSE ([batch, heads, seq]), dq, dk, dv may have any
+/// layout. Every pass first checks its arguments on each rank and agrees on the
+/// outcome with all peers before posting a message (impl/executor_inputs.hpp), so a
+/// bad argument anywhere raises InvalidArgument on every rank, and ranks built
+/// with different extents or options are reported instead of hanging. forward() and
+/// backward() are collective over the communicator.
 ///
 /// Overlap (SPEC §2.5): step t+1's inputs are posted on the communicator's
 /// instance before step t's tile runs on the compute instance; receives land in
@@ -17,6 +42,7 @@
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
 #include <DistAttn/comm/p2p_batch.hpp>
+#include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/impl/region_timer.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>
@@ -31,8 +57,10 @@ namespace DistAttn {
 
 struct RingOptions {
   RingKind kind = RingKind::Balanced;
-  /// scale and kernel path; the mask is set by the executor (causal, global positions).
-  AttnOptions attn{};
+  /// Causal (global token positions) or full attention; full needs RingKind::Zigzag.
+  bool causal = true;
+  /// scale, kernel path and check_finite; the executor sets every tile's mask.
+  TileOptions attn{};
   /// Testing aid: sleep this long before every receive is waited on, so results
   /// must not depend on message timing.
   double recv_delay_ms = 0.0;
@@ -87,6 +115,9 @@ class RingAttention {
     DISTATTN_REQUIRE(opts.kind != RingKind::Zigzag || chunk % 2 == 0, where,
                      "the zigzag assignment splits each rank's chunk in two halves: chunk (" << chunk
                                                                                              << ") must be even");
+    DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
+                     "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
+                         << " schedule skips every block above the diagonal, so it computes causal attention only");
   }
 
   const RingSchedule& schedule() const { return schedule_; }
@@ -97,10 +128,41 @@ class RingAttention {
   template <class QV, class KV, class VV, class OV, class LV>
   void forward(const QV& q, const KV& k, const VV& v, const OV& o, const LV& lse) {
     constexpr const char* where = "DistAttn::RingAttention::forward";
-    check_inputs(where, q, k, v);
-    Impl::check_same4(where, "q", q, "o", o);
-    Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
-    if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
+    Impl::static_check_forward<T, Exec, QV, KV, VV, OV, LV>();
+    agree_.run(comm_, where, config(0), [&] {
+      check_inputs(where, q, k, v);
+      Impl::check_same4(where, "q", q, "o", o);
+      Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+      if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
+    });
+    run_forward(stage_q_.get(compute_, q, "DistAttn::ring.q_staged"),
+                stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
+                stage_v_.get(compute_, v, "DistAttn::ring.v_staged"), o, lse);
+  }
+
+  /// dq, dk, dv (overwritten) of this rank's chunk from its q, k, v, the forward's o and lse, and dO.
+  template <class QV, class KV, class VV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
+  void backward(const QV& q, const KV& k, const VV& v, const OV& o, const DOV& dout, const LV& lse, const DQV& dq,
+                const DKV& dk, const DVV& dv) {
+    constexpr const char* where = "DistAttn::RingAttention::backward";
+    Impl::static_check_backward<T, Exec, QV, KV, VV, OV, DOV, LV, DQV, DKV, DVV>();
+    agree_.run(comm_, where, config(1), [&] {
+      check_inputs(where, q, k, v);
+      Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
+    });
+    run_backward(stage_q_.get(compute_, q, "DistAttn::ring.q_staged"),
+                 stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
+                 stage_v_.get(compute_, v, "DistAttn::ring.v_staged"), o,
+                 stage_do_.get(compute_, dout, "DistAttn::ring.do_staged"),
+                 stage_lse_.get_stats(compute_, lse, "DistAttn::ring.lse_staged"), dq, dk, dv);
+  }
+
+ private:
+  using CView  = Impl::ConstView4<T, Mem>;
+  using CStats = Impl::ConstView3<Acc, Mem>;
+
+  template <class OV, class LV>
+  void run_forward(const CView& q, const CView& k, const CView& v, const OV& o, const LV& lse) {
     ensure_forward_workspace();
     begin_pass();
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
@@ -204,13 +266,9 @@ class RingAttention {
     end_pass();
   }
 
-  /// dq, dk, dv (overwritten) of this rank's chunk from its q, k, v, the forward's o and lse, and dO.
-  template <class QV, class KV, class VV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
-  void backward(const QV& q, const KV& k, const VV& v, const OV& o, const DOV& dout, const LV& lse, const DQV& dq,
-                const DKV& dk, const DVV& dv) {
-    constexpr const char* where = "DistAttn::RingAttention::backward";
-    check_inputs(where, q, k, v);
-    Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
+  template <class OV, class DQV, class DKV, class DVV>
+  void run_backward(const CView& q, const CView& k, const CView& v, const OV& o, const CView& dout,
+                    const CStats& lse, const DQV& dq, const DKV& dk, const DVV& dv) {
     ensure_backward_workspace();
     begin_pass();
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
@@ -284,8 +342,7 @@ class RingAttention {
 
     if (nsteps > 1) post_inputs(1);
     if (zigzag()) {
-      Kokkos::deep_copy(compute_, lse_z_, lse);  // one statistics type for both halves' calls
-      zigzag_bwd(x, x, q, k, v, dout, gk_, gv_);
+      zigzag_bwd(x, x, q, k, v, dout, lse, gk_, gv_);
     } else {
       timed([&] {
         AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_));
@@ -304,7 +361,7 @@ class RingAttention {
           Kokkos::deep_copy(compute_, sdk_[s], Acc(0));
           Kokkos::deep_copy(compute_, sdv_[s], Acc(0));
           if (zigzag()) {
-            zigzag_bwd(x, task.k_chunk, q, kbuf_[s], vbuf_[s], dout, sdk_[s], sdv_[s]);
+            zigzag_bwd(x, task.k_chunk, q, kbuf_[s], vbuf_[s], dout, lse, sdk_[s], sdv_[s]);
           } else {
             timed([&] {
               attention_bwd_update(compute_, q, kbuf_[s], vbuf_[s], dout, lse, delta_, gq_, sdk_[s], sdv_[s], ao);
@@ -327,10 +384,18 @@ class RingAttention {
     end_pass();
   }
 
- private:
+  /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
+  std::vector<Impl::ConfigField> config(int pass) const {
+    return {{"batch", B_},          {"chunk", c_},
+            {"heads", H_},          {"kv_heads", Hkv_},
+            {"head_dim", D_},       {"kind", int(opts_.kind)},
+            {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
+            {"pass", pass}};
+  }
+
   template <class QV, class KV, class VV>
   void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
-    Impl::check_qkv<Exec>(where, q, k, v, opts_.attn);
+    Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
     DISTATTN_REQUIRE(int(q.extent(0)) == B_ && int(q.extent(1)) == c_ && int(q.extent(2)) == H_ &&
                          int(q.extent(3)) == D_,
                      where,
@@ -340,8 +405,6 @@ class RingAttention {
     DISTATTN_REQUIRE(int(k.extent(1)) == c_ && int(k.extent(2)) == Hkv_, where,
                      "'k' must hold " << c_ << " tokens and " << Hkv_ << " kv heads, got " << k.extent(1)
                                       << " tokens and " << k.extent(2) << " heads");
-    DISTATTN_REQUIRE((std::is_same<typename QV::non_const_value_type, T>::value), where,
-                     "element type of 'q' differs from the executor's");
   }
 
   bool zigzag() const { return opts_.kind == RingKind::Zigzag; }
@@ -366,6 +429,10 @@ class RingAttention {
     const std::int64_t qid[2] = {qrank, 2 * P - 1 - qrank}, kid[2] = {krank, 2 * P - 1 - krank};
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) {
+        if (!opts_.causal) {
+          f(a, b, Mask::none());
+          continue;
+        }
         if (kid[b] > qid[a]) continue;  // every key after every query
         f(a, b, kid[b] == qid[a] ? Mask::causal({qid[a] * h, 1}, {kid[b] * h, 1}) : Mask::none());
       }
@@ -376,21 +443,20 @@ class RingAttention {
       timed([&] { attention_fwd_update(compute_, half(q, a), half(k, b), half(v, b), own_z_[a], task_options(m)); });
     });
   }
-  template <class QV, class KV, class VV, class DOV, class GK>
-  void zigzag_bwd(int qrank, int krank, const QV& q, const KV& k, const VV& v, const DOV& dout, const GK& dk,
-                  const GK& dv) {
+  template <class QV, class KV, class VV, class DOV, class LV, class GK>
+  void zigzag_bwd(int qrank, int krank, const QV& q, const KV& k, const VV& v, const DOV& dout, const LV& lse,
+                  const GK& dk, const GK& dv) {
     for_each_half_block(qrank, krank, [&](int a, int b, const Mask& m) {
       timed([&] {
-        attention_bwd_update(compute_, half(q, a), half(k, b), half(v, b), half(dout, a), half_stats(lse_z_, a),
+        attention_bwd_update(compute_, half(q, a), half(k, b), half(v, b), half(dout, a), half_stats(lse, a),
                              half_stats(delta_, a), half(gq_, a), half(dk, b), half(dv, b), task_options(m));
       });
     });
   }
 
   AttnOptions task_options(const Mask& mask) const {
-    AttnOptions ao   = opts_.attn;
-    ao.mask          = mask;
-    ao.check_finite  = false;
+    AttnOptions ao  = opts_.attn.with_mask(mask);
+    ao.check_finite = false;
     return ao;
   }
 
@@ -463,7 +529,6 @@ class RingAttention {
   void ensure_backward_workspace() {
     if (bwd_ready_) return;
     delta_ = StatView("DistAttn::ring.delta", B_, H_, c_);
-    if (zigzag()) lse_z_ = StatView("DistAttn::ring.lse", B_, H_, c_);
     gq_    = AccView("DistAttn::ring.dq", B_, c_, H_, D_);
     gk_    = AccView("DistAttn::ring.dk", B_, c_, Hkv_, D_);
     gv_    = AccView("DistAttn::ring.dv", B_, c_, Hkv_, D_);
@@ -494,6 +559,9 @@ class RingAttention {
   Exec compute_;
   int B_, c_, H_, Hkv_, D_;
   RingOptions opts_;
+  Impl::EntryAgreement<CommSpace, Exec> agree_;
+  Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_, stage_do_;
+  Impl::StagedInput<Acc, Mem> stage_lse_;
   RingSchedule schedule_;
   RingStats stats_;
   Impl::RegionTimer<Exec> timer_;
@@ -502,7 +570,6 @@ class RingAttention {
   bool fwd_ready_ = false, bwd_ready_ = false;
   State own_;
   std::array<State, 2> own_z_;
-  StatView lse_z_;
   std::array<TView, 2> kbuf_, vbuf_, qbuf_, dobuf_;
   std::array<StatView, 2> lsebuf_, delbuf_;
   std::array<State, 2> spart_;

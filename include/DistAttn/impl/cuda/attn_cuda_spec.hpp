@@ -152,13 +152,13 @@ struct TunedAttnFwdDirect<Kokkos::Cuda, T> {
 
 template <class T>
 struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
-  template <class QV, class KV, class VV, class DOV, class StatV, class GQV, class GKV>
+  template <class QV, class KV, class VV, class DOV, class LseV, class DeltaV, class GQV, class GKV>
   static bool run(const Kokkos::Cuda& exec, const QV& q, const KV& k, const VV& v, const DOV& dout,
-                  const StatV& lse, const StatV& delta, const GQV& dq, const GKV& dk, const GKV& dv,
+                  const LseV& lse, const DeltaV& delta, const GQV& dq, const GKV& dk, const GKV& dv,
                   const Mask& mask, double scale) {
     using namespace cuda_spec;
     if constexpr (!is_tuned_elem_v<T> || !value_is_v<KV, T> || !value_is_v<VV, T> || !value_is_v<DOV, T> ||
-                  !value_is_v<StatV, float> || !value_is_v<GQV, float> || !value_is_v<GKV, float>) {
+                  !value_is_v<LseV, float> || !value_is_v<DeltaV, float> || !value_is_v<GQV, float> || !value_is_v<GKV, float>) {
       return false;
     } else {
       if (!cuda::attn_head_dim_supported(int(q.extent(3)))) return false;
@@ -169,7 +169,8 @@ struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
       const Strides<KV> sk(k);
       const Strides<VV> sv(v);
       const Strides<DOV> sdo(dout);
-      const Strides<StatV> sls(lse), sdl(delta);
+      const Strides<LseV> sls(lse);
+      const Strides<DeltaV> sdl(delta);
       const Strides<GQV> sdq(dq);
       const Strides<GKV> sdk(dk), sdv(dv);
       cuda::AttnBwdParams p{};
