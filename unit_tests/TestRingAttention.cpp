@@ -5,15 +5,12 @@
 // and errors raised on every rank together. Every rank builds the (small) global
 // problem and the reference itself and checks its own chunk.
 
-#include "test_helpers.hpp"
+#include "mpi_test_helpers.hpp"
 
 #include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/schedule/ring_volume.hpp>
 
-#include <mpi.h>
-
-#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -33,17 +30,11 @@ struct Problem {
   HostStats rl;
 };
 
-std::uint64_t shared_seed() {
-  std::uint64_t s = fresh_seed();
-  MPI_Bcast(&s, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  return s;
-}
-
 Problem make_problem(int B, int c, int H, int Hkv, int D, bool causal = true) {
   Problem p{};
   p.causal = causal;
-  MPI_Comm_size(MPI_COMM_WORLD, &p.P);
-  MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
+  p.P      = world_size();
+  p.rank   = world_rank();
   p.B = B, p.c = c, p.H = H, p.Hkv = Hkv, p.D = D;
   p.seed  = shared_seed();
   const int N = p.P * c;
@@ -67,14 +58,12 @@ Problem make_problem(int B, int c, int H, int Hkv, int D, bool causal = true) {
   return p;
 }
 
-/// Rows of rank `rank`: chunk `rank` (contiguous), or half-chunks rank and
-/// 2P-1-rank (zigzag).
+/// Rows of rank `rank` under the kind's layout.
 HostTensor chunk_of(const HostTensor& g, int rank, int c, RingKind kind = RingKind::Vanilla) {
-  const int P = int(g.extent(1)) / c;
+  const RingLayout layout(int(g.extent(1)) / c, c, kind);
   HostTensor out("chunk", g.extent(0), c, g.extent(2), g.extent(3));
   for (int i = 0; i < c; ++i) {
-    int pos = rank * c + i;
-    if (kind == RingKind::Zigzag) pos = i < c / 2 ? rank * (c / 2) + i : (2 * P - 1 - rank) * (c / 2) + i - c / 2;
+    const auto pos = layout.position(rank, i);
     for (std::size_t b = 0; b < g.extent(0); ++b)
       for (std::size_t h = 0; h < g.extent(2); ++h)
         for (std::size_t d = 0; d < g.extent(3); ++d) out(b, i, h, d) = g(b, pos, h, d);
@@ -238,29 +227,6 @@ TEST(RingAttentionOptions, OffersNoMaskToIgnore) {
   EXPECT_FALSE(names_a_mask<TileOptions>::value);
   EXPECT_FALSE(names_a_mask<decltype(RingOptions{}.attn)>::value);
   EXPECT_FALSE(names_a_mask<decltype(Grid2DOptions{}.attn)>::value);
-}
-
-/// Runs `pass` on every rank and expects InvalidArgument on every rank, with all
-/// of `words` in the message, well before the communication timeout (set short,
-/// so a rank left waiting fails the test with a timeout instead of hanging it).
-template <class F>
-void expect_error_on_every_rank(F&& pass, const std::vector<std::string>& words) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::string msg;
-  try {
-    pass();
-    ADD_FAILURE() << "no InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    msg = e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected InvalidArgument, got: " << e.what();
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 5.0);
-  for (const auto& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
-  int ok = ::testing::Test::HasFailure() ? 0 : 1, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  EXPECT_EQ(all, 1) << "another rank did not see the error";
 }
 
 // One rank's bad argument (NaN in q, a wrong extent) raises on every rank, naming

@@ -1,11 +1,13 @@
 #pragma once
 // Shared plumbing of the communication tests: the transports under test (typed-
 // test configurations), one cached world communicator per configuration, a seed
-// shared by all ranks, and data that every rank can recompute for every other
+// shared by all ranks (mpi_test_helpers.hpp), and data that every rank can recompute for every other
 // rank (value = hash(seed, owner, index)), so any misrouted byte is detected.
 
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/comm/impl/poll.hpp>
+
+#include "../mpi_test_helpers.hpp"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -24,28 +26,6 @@ namespace DistAttn::Test {
 /// 2 cores, short enough that a rank that failed an assertion and left a
 /// collective makes the others fail instead of hanging ctest.
 constexpr double kTestTimeoutSeconds = 60.0;
-
-inline int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-inline int world_size() {
-  int s = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &s);
-  return s;
-}
-
-/// A fresh random seed, the same on every rank (printed by failing checks).
-inline std::uint64_t shared_seed() {
-  std::uint64_t seed = 0;
-  if (world_rank() == 0) {
-    std::random_device rd;
-    seed = (std::uint64_t(rd()) << 32) ^ rd();
-  }
-  MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  return seed;
-}
 
 inline std::uint64_t splitmix(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

@@ -36,15 +36,14 @@
 #include <DistAttn/grid2d/grid2d_buffers.hpp>
 #include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
-#include <DistAttn/impl/region_timer.hpp>
+#include <DistAttn/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
 #include <DistAttn/schedule/grid2d_shape.hpp>
 
 #include <array>
-#include <chrono>
 #include <memory>
-#include <thread>
+#include <utility>
 #include <type_traits>
 #include <vector>
 
@@ -101,7 +100,7 @@ class Grid2DAttention {
   int shard_len() const { return n_; }
   const Grid2DOptions& options() const { return opts_; }
   /// Instrumentation of the last forward() or backward().
-  const Grid2DStats& stats() const { return stats_; }
+  const Grid2DStats& stats() const { return rec_.stats(); }
   /// The volume-model parameters that describe what this executor sends:
   /// (acc, m, l) partials, LSE + Delta (not O) in the backward gather.
   Grid2DVolumeParams volume_params() const {
@@ -184,19 +183,18 @@ class Grid2DAttention {
   }
 
  private:
-  // Message tags: one per stream of messages, so concurrent rings on the same
-  // communicator (Q blocks and partials on a row) never cross-match. NCCL matches
-  // by posting order, which is identical on both ends.
+  // Message streams (Impl::message_tag): one per kind of message, so concurrent
+  // rings on the same communicator (Q blocks and partials on a row) never cross-match.
   enum Tag : int {
     kTagPermuteK = 1,
-    kTagPermuteV = 2,
-    kTagQ        = 10,
-    kTagQStats   = 11,
-    kTagKV       = 20,
-    kTagPartial  = 30,
-    kTagDQ       = 40,
-    kTagDKV      = 50,
-    kTagDKVBack  = 60,
+    kTagPermuteV,
+    kTagQ,
+    kTagQStats,
+    kTagKV,
+    kTagPartial,
+    kTagDQ,
+    kTagDKV,
+    kTagDKVBack,
   };
 
   Grid2DAttention(std::unique_ptr<Grid> owned, Grid* external, const Exec& compute, int batch,
@@ -216,8 +214,7 @@ class Grid2DAttention {
         n_(int(seq_len / (std::int64_t(R_) * C_))),
         layout_(R_, C_, seq_len),
         opts_(opts),
-        timer_(compute) {
-    stats_.variant = opts.variant;
+        rec_(compute, opts) {
   }
 
   static void check_sizes(int P, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
@@ -321,23 +318,23 @@ class Grid2DAttention {
     return grid_->world();
   }
   void count(Grid2DPhase p, std::uint64_t sent, std::uint64_t received) {
-    stats_.bytes_sent[std::size_t(p)] += sent;
-    stats_.bytes_received[std::size_t(p)] += received;
-    ++stats_.transfers;
+    rec_.sent(p, sent);
+    rec_.received(p, received);
+    rec_.posted();
   }
 
   template <class SV, class RV>
   void post_sendrecv(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, int dst, const RV& recv, int src,
-                     int tag) {
-    if (opts_.compute_only) return;
+                     Tag tag) {
+    if (rec_.skip_transfers()) return;
     Comm& comm = comm_for(p);
     comm.depend_on(compute_);  // send data produced on compute; recv slot no longer read there
-    reqs.push_back(sendrecv(comm, send, dst, recv, src, tag));
+    reqs.push_back(sendrecv(comm, send, dst, recv, src, Impl::message_tag(tag)));
     count(p, Impl::byte_size(send), Impl::byte_size(recv));
   }
   template <class SV, class RV>
   void post_all_gather(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, const RV& recv) {
-    if (opts_.compute_only) return;
+    if (rec_.skip_transfers()) return;
     Comm& comm = comm_for(p);
     comm.depend_on(compute_);
     reqs.push_back(all_gather(comm, send, recv));
@@ -346,53 +343,40 @@ class Grid2DAttention {
   }
   template <class SV, class RV>
   void post_reduce_scatter(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, const RV& recv) {
-    if (opts_.compute_only) return;
+    if (rec_.skip_transfers()) return;
     Comm& comm = comm_for(p);
     comm.depend_on(compute_);
     reqs.push_back(reduce_scatter_sum(comm, send, recv));
     const std::uint64_t b = std::uint64_t(comm.size() - 1) * Impl::byte_size(recv);
     count(p, b, b);
   }
-  /// Makes `compute` wait for the requests (host wait on MPI, stream wait on NCCL).
-  void wait_on(std::vector<Req>& reqs) {
-    if (reqs.empty()) return;
-    if (opts_.recv_delay_ms > 0)
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.recv_delay_ms));
-    const auto t0 = std::chrono::steady_clock::now();
-    for (auto& r : reqs) r.wait(compute_);
-    stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    reqs.clear();
-  }
+  /// Every request here (sendrecv, collectives) receives data.
+  void wait_on(std::vector<Req>& reqs) { rec_.wait_on(reqs, true); }
   template <class F>
   void timed(F&& f) {
-    timer_.begin();
-    f();
-    timer_.end();
-    ++stats_.tasks;
+    rec_.timed(std::forward<F>(f));
   }
 
   void begin_pass(bool backward) {
     // Inputs were produced on the caller's (compute) instance; our sends read them.
     grid_->world().depend_on(compute_);
-    stats_          = Grid2DStats{};
-    stats_.variant  = opts_.variant;
-    stats_.backward = backward;
-    timer_.reset();
+    Grid2DStats fresh;
+    fresh.variant  = opts_.variant;
+    fresh.backward = backward;
+    rec_.begin(fresh);
     for (int i = 0; i < kNumGrid2DComms; ++i) {
       const auto& t = comm_by_index(i).counters();
       comm0_sent_[std::size_t(i)] = t.bytes_sent();
       comm0_recv_[std::size_t(i)] = t.bytes_received();
     }
-    pass_t0_ = std::chrono::steady_clock::now();
   }
   void end_pass() {
-    compat::fence(compute_, "DistAttn::Grid2DAttention: pass done");
-    stats_.compute_s = timer_.total();
-    stats_.total_s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_t0_).count();
+    rec_.end("DistAttn::Grid2DAttention: pass done");
+    Grid2DStats& st = rec_.stats();
     for (int i = 0; i < kNumGrid2DComms; ++i) {
       const auto& t = comm_by_index(i).counters();
-      stats_.comm_bytes_sent[std::size_t(i)]     = t.bytes_sent() - comm0_sent_[std::size_t(i)];
-      stats_.comm_bytes_received[std::size_t(i)] = t.bytes_received() - comm0_recv_[std::size_t(i)];
+      st.comm_bytes_sent[std::size_t(i)]     = t.bytes_sent() - comm0_sent_[std::size_t(i)];
+      st.comm_bytes_received[std::size_t(i)] = t.bytes_received() - comm0_recv_[std::size_t(i)];
     }
   }
   Comm& comm_by_index(int i) {
@@ -481,7 +465,7 @@ class Grid2DAttention {
       wait_on(reqs);
       Impl::get_state_block(compute_, stg_, (c_ + i) % C_, C_, S.st);
       attention_merge(compute_, S.st, Rv.st);
-      ++stats_.merges;
+      rec_.merged();
     }
     attention_finalize(compute_, S.st, o, lse);
   }
@@ -527,7 +511,7 @@ class Grid2DAttention {
         if (i > 1) {
           wait_on(hs);
           attention_merge(compute_, part.st, precv_.st);
-          ++stats_.merges;
+          rec_.merged();
         }
         post_sendrecv(hs, Grid2DPhase::RowReduceScatter, part.flat, left(), precv_.flat, right(), kTagPartial);
       }
@@ -535,7 +519,7 @@ class Grid2DAttention {
       // but ours (Alg. 6 trace); Alg. 4 line 8 adds column c.
       wait_on(hs);
       attention_merge(compute_, own_, precv_.st);
-      ++stats_.merges;
+      rec_.merged();
     }
     attention_finalize(compute_, own_, o, lse);
   }
@@ -649,14 +633,14 @@ class Grid2DAttention {
       if (i > 1) {
         wait_on(hs);
         Impl::add4(compute_, dqrecv_, dqp, "DistAttn::grid2d.add_dq");
-        ++stats_.merges;
+        rec_.merged();
       }
       post_sendrecv(hs, Grid2DPhase::RowReduceScatter, dqp, left(), dqrecv_, right(), kTagDQ);
     }
     wait_on(hs);
     // Alg. 8 line 9: own dQ = own-column part (Alg. 9) + the other columns' (ring).
     Impl::add4(compute_, dqrecv_, dq_, "DistAttn::grid2d.add_dq");
-    ++stats_.merges;
+    rec_.merged();
   }
 
   /// Alg. 11 (CmptSctrBwd): backward of the last query block (bq, bs of column
@@ -695,7 +679,7 @@ class Grid2DAttention {
         wait_on(hd);
         Impl::add4(compute_, dkvrecv_.a, part.a, "DistAttn::grid2d.add_dk");
         Impl::add4(compute_, dkvrecv_.b, part.b, "DistAttn::grid2d.add_dv");
-        ++stats_.merges;
+        rec_.merged();
       }
       post_sendrecv(hd, Grid2DPhase::ColReduceScatter, part.flat, up(), dkvrecv_.flat, down(), kTagDKV);
     }
@@ -712,7 +696,7 @@ class Grid2DAttention {
     wait_on(hd);
     Impl::add4(compute_, dkvrecv_.a, dkvt_.a, "DistAttn::grid2d.add_dk");
     Impl::add4(compute_, dkvrecv_.b, dkvt_.b, "DistAttn::grid2d.add_dv");
-    ++stats_.merges;
+    rec_.merged();
   }
 
   /// dst <- rows of grid row `krow` of dKg/dVg (contiguous copy).
@@ -820,11 +804,9 @@ class Grid2DAttention {
   int R_, C_, r_, c_, n_;
   Grid2DLayout layout_;
   Grid2DOptions opts_;
-  Grid2DStats stats_;
-  Impl::RegionTimer<Exec> timer_;
+  Impl::PassRecorder<Exec, Grid2DStats> rec_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_;
-  std::chrono::steady_clock::time_point pass_t0_{};
   std::array<std::uint64_t, kNumGrid2DComms> comm0_sent_{}, comm0_recv_{};
 
   const void* saved_k_ = nullptr;

@@ -4,6 +4,7 @@
 /// (grid2d_attention.hpp, docs/design/attention2d.md).
 
 #include <DistAttn/core/types.hpp>
+#include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/schedule/grid2d_volume.hpp>
 
 #include <array>
@@ -22,18 +23,9 @@ enum class Grid2DVariant {
 
 inline const char* to_string(Grid2DVariant v) { return v == Grid2DVariant::NO ? "grid2d-no" : "grid2d-o"; }
 
-struct Grid2DOptions {
+/// Causal by default; scale, path, testing aids: ExecutorOptions.
+struct Grid2DOptions : ExecutorOptions {
   Grid2DVariant variant = Grid2DVariant::O;
-  /// Causal (position-based, global token positions) or full attention.
-  bool causal = true;
-  /// scale, kernel path and check_finite; the executor sets every tile's mask.
-  TileOptions attn{};
-  /// Testing aid: sleep this long before every wait on a receive, so results
-  /// must not depend on message timing.
-  double recv_delay_ms = 0.0;
-  /// Skip all transfers (results are then garbage): measures compute alone for
-  /// the "exposed communication" decomposition of the perf tests.
-  bool compute_only = false;
 };
 
 /// @brief Communication phases; each maps to one entry of grid2d_volume.hpp's
@@ -85,28 +77,10 @@ inline constexpr Grid2DComm comm_of(Grid2DPhase p) {
 /// k-member collective moves (k-1) x the per-rank block; a transfer to oneself is
 /// never posted). bytes_* by communicator are read back from the grid's
 /// communicators' counters, so the two can be checked against each other.
-struct Grid2DStats {
+struct Grid2DStats : PassStats<Grid2DPhase, kNumGrid2DPhases> {
   Grid2DVariant variant = Grid2DVariant::O;
   bool backward = false;
-  int tasks = 0;      ///< building-block calls (forward/backward updates)
-  int merges = 0;     ///< AttnFix merges of partial states (forward) / gradient additions (backward)
-  int transfers = 0;  ///< posted sendrecv / collective operations
-  double total_s = 0, compute_s = 0, wait_s = 0;
-  std::array<std::uint64_t, kNumGrid2DPhases> bytes_sent{}, bytes_received{};
   std::array<std::uint64_t, kNumGrid2DComms> comm_bytes_sent{}, comm_bytes_received{};
-
-  std::uint64_t sent(Grid2DPhase p) const { return bytes_sent[std::size_t(p)]; }
-  std::uint64_t received(Grid2DPhase p) const { return bytes_received[std::size_t(p)]; }
-  std::uint64_t total_sent() const {
-    std::uint64_t s = 0;
-    for (auto b : bytes_sent) s += b;
-    return s;
-  }
-  std::uint64_t total_received() const {
-    std::uint64_t s = 0;
-    for (auto b : bytes_received) s += b;
-    return s;
-  }
 };
 
 /// @brief Words per phase of grid2d_volume.hpp laid out like Grid2DStats' phases

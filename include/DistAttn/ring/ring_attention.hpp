@@ -42,48 +42,27 @@
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
 #include <DistAttn/comm/p2p_batch.hpp>
+#include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
-#include <DistAttn/impl/region_timer.hpp>
+#include <DistAttn/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
+#include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>
 
 #include <array>
-#include <chrono>
-#include <memory>
-#include <thread>
+#include <utility>
 #include <vector>
 
 namespace DistAttn {
 
-struct RingOptions {
+/// Causal by default; full attention (causal = false) needs RingKind::Zigzag.
+struct RingOptions : ExecutorOptions {
   RingKind kind = RingKind::Balanced;
-  /// Causal (global token positions) or full attention; full needs RingKind::Zigzag.
-  bool causal = true;
-  /// scale, kernel path and check_finite; the executor sets every tile's mask.
-  TileOptions attn{};
-  /// Testing aid: sleep this long before every receive is waited on, so results
-  /// must not depend on message timing.
-  double recv_delay_ms = 0.0;
-  /// Skip all transfers (inputs are then garbage): measures compute alone for
-  /// the "exposed communication" decomposition of the perf tests.
-  bool compute_only = false;
 };
 
-/// Per-rank instrumentation of the last forward or backward call.
-struct RingStats {
-  int steps = 0, tasks = 0, merges = 0;
-  double total_s = 0, compute_s = 0, wait_s = 0;
-  std::array<std::uint64_t, kNumPayloadKinds> bytes_sent{}, bytes_received{};
-  std::uint64_t total_sent() const {
-    std::uint64_t s = 0;
-    for (auto b : bytes_sent) s += b;
-    return s;
-  }
-  std::uint64_t total_received() const {
-    std::uint64_t s = 0;
-    for (auto b : bytes_received) s += b;
-    return s;
-  }
+/// Per-rank instrumentation of the last forward or backward call; bytes by payload kind.
+struct RingStats : PassStats<PayloadKind, kNumPayloadKinds> {
+  int steps = 0;
 };
 
 template <class T, class CommSpace, class Exec>
@@ -103,7 +82,7 @@ class RingAttention {
   RingAttention(Comm& comm, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,
                 const RingOptions& opts = {})
       : comm_(comm), compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
-        opts_(opts), schedule_(comm.size(), opts.kind), timer_(compute) {
+        opts_(opts), schedule_(comm.size(), opts.kind), layout_(comm.size(), chunk, opts.kind), rec_(compute, opts) {
     constexpr const char* where = "DistAttn::RingAttention";
     DISTATTN_REQUIRE(batch > 0 && chunk > 0 && heads > 0 && kv_heads > 0 && head_dim > 0, where,
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", heads=" << heads
@@ -112,16 +91,15 @@ class RingAttention {
     DISTATTN_REQUIRE(heads % kv_heads == 0, where,
                      "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
     DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
-    DISTATTN_REQUIRE(opts.kind != RingKind::Zigzag || chunk % 2 == 0, where,
-                     "the zigzag assignment splits each rank's chunk in two halves: chunk (" << chunk
-                                                                                             << ") must be even");
     DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
                      "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
                          << " schedule skips every block above the diagonal, so it computes causal attention only");
   }
 
   const RingSchedule& schedule() const { return schedule_; }
-  const RingStats& stats() const { return stats_; }
+  /// Which global positions each rank's rows hold.
+  const RingLayout& layout() const { return layout_; }
+  const RingStats& stats() const { return rec_.stats(); }
   int chunk() const { return c_; }
 
   /// O and LSE ([B, H, chunk], accumulation type) of this rank's query chunk.
@@ -223,7 +201,7 @@ class RingAttention {
       if (!res_pending[r]) return;
       attention_merge(compute_, own_, rpart_[r]);
       res_pending[r] = false;
-      ++stats_.merges;
+      rec_.merged();
     };
 
     if (nsteps > 1) post_inputs(1);
@@ -337,7 +315,7 @@ class RingAttention {
         Impl::add4(compute_, rdq_[r], gq_, "DistAttn::ring_bwd.add_dq");
       }
       res_info[r] = Transfer{};
-      ++stats_.merges;
+      rec_.merged();
     };
 
     if (nsteps > 1) post_inputs(1);
@@ -424,17 +402,15 @@ class RingAttention {
   }
   template <class F>
   void for_each_half_block(int qrank, int krank, F&& f) const {
-    const int P = comm_.size();
-    const std::int64_t h = c_ / 2;
-    const std::int64_t qid[2] = {qrank, 2 * P - 1 - qrank}, kid[2] = {krank, 2 * P - 1 - krank};
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) {
         if (!opts_.causal) {
           f(a, b, Mask::none());
           continue;
         }
-        if (kid[b] > qid[a]) continue;  // every key after every query
-        f(a, b, kid[b] == qid[a] ? Mask::causal({qid[a] * h, 1}, {kid[b] * h, 1}) : Mask::none());
+        const std::int64_t qb = layout_.block_of(qrank, a), kb = layout_.block_of(krank, b);
+        if (kb > qb) continue;  // every key after every query
+        f(a, b, kb == qb ? Mask::causal(layout_.piece(qrank, a), layout_.piece(krank, b)) : Mask::none());
       }
   }
   template <class QV, class KV, class VV>
@@ -460,58 +436,40 @@ class RingAttention {
     return ao;
   }
 
-  // Tags keep the messages of one step apart on transports that match by tag;
-  // NCCL matches by order, which the schedule makes identical on both ends.
-  static int tag(const Transfer& tr, int part) { return (((tr.step % 1024) * 8) + int(tr.kind)) * 4 + part; }
+  static int tag(const Transfer& tr, int part) { return Impl::message_tag(int(tr.kind), tr.step, part); }
 
   using Batch = P2PBatch<CommSpace, Exec>;
 
   template <class V>
   void recv(Batch& b, const V& view, const Transfer& tr, int part) {
-    if (opts_.compute_only) return;
+    if (rec_.skip_transfers()) return;
     b.recv(view, tr.peer, tag(tr, part));
-    stats_.bytes_received[std::size_t(tr.kind)] += view.span() * sizeof(typename V::value_type);
+    rec_.received(tr.kind, view.span() * sizeof(typename V::value_type));
   }
   template <class V>
   void send(Batch& b, const V& view, const Transfer& tr, int part) {
-    if (opts_.compute_only) return;
+    if (rec_.skip_transfers()) return;
     b.send(view, tr.peer, tag(tr, part));
-    stats_.bytes_sent[std::size_t(tr.kind)] += view.span() * sizeof(typename V::value_type);
+    rec_.sent(tr.kind, view.span() * sizeof(typename V::value_type));
   }
   void post(Batch& b, std::vector<Req>& reqs) {
-    if (!b.empty()) reqs.push_back(b.post());
+    if (b.empty()) return;
+    reqs.push_back(b.post());
+    rec_.posted();
   }
-  /// Makes the compute instance wait for reqs; `has_receive` says whether data
-  /// arrives through them (only then does the testing delay apply).
-  void wait_all_on(std::vector<Req>& reqs, bool has_receive) {
-    if (reqs.empty()) return;
-    if (has_receive && opts_.recv_delay_ms > 0)
-      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(opts_.recv_delay_ms));
-    const auto t0 = std::chrono::steady_clock::now();
-    for (auto& r : reqs) r.wait(compute_);
-    stats_.wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    reqs.clear();
-  }
+  void wait_all_on(std::vector<Req>& reqs, bool has_receive) { rec_.wait_on(reqs, has_receive); }
   template <class F>
   void timed(F&& f) {
-    timer_.begin();
-    f();
-    timer_.end();
-    ++stats_.tasks;
+    rec_.timed(std::forward<F>(f));
   }
   void begin_pass() {
     // Inputs were produced on the caller's instance; our sends read them.
     comm_.depend_on(compute_);
-    stats_       = RingStats{};
-    stats_.steps = schedule_.num_steps();
-    timer_.reset();
-    pass_t0_ = std::chrono::steady_clock::now();
+    RingStats fresh;
+    fresh.steps = schedule_.num_steps();
+    rec_.begin(fresh);
   }
-  void end_pass() {
-    compat::fence(compute_, "DistAttn::RingAttention: pass done");
-    stats_.compute_s = timer_.total();
-    stats_.total_s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_t0_).count();
-  }
+  void end_pass() { rec_.end("DistAttn::RingAttention: pass done"); }
 
   void ensure_forward_workspace() {
     if (fwd_ready_) return;
@@ -563,9 +521,8 @@ class RingAttention {
   Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_, stage_do_;
   Impl::StagedInput<Acc, Mem> stage_lse_;
   RingSchedule schedule_;
-  RingStats stats_;
-  Impl::RegionTimer<Exec> timer_;
-  std::chrono::steady_clock::time_point pass_t0_{};
+  RingLayout layout_;
+  Impl::PassRecorder<Exec, RingStats> rec_;
 
   bool fwd_ready_ = false, bwd_ready_ = false;
   State own_;

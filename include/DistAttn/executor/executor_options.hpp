@@ -1,0 +1,53 @@
+#pragma once
+/// @file executor/executor_options.hpp
+/// Options and per-pass instrumentation every distributed executor shares;
+/// each executor's own options and stats extend these (RingOptions, Grid2DOptions,
+/// RingStats, Grid2DStats).
+
+#include <DistAttn/core/types.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace DistAttn {
+
+struct ExecutorOptions {
+  /// Causal (global token positions) or full attention.
+  bool causal = true;
+  /// scale, kernel path and check_finite; the executor sets every tile's mask.
+  TileOptions attn{};
+  /// Testing aid: sleep this long before every wait on requests that receive
+  /// data, so results must not depend on message timing.
+  double recv_delay_ms = 0.0;
+  /// Skip all transfers (results are then garbage): measures compute alone for
+  /// the "exposed communication" decomposition of the perf tests.
+  bool compute_only = false;
+};
+
+/// @brief What one forward() or backward() did on this rank.
+/// @tparam Kind what bytes are counted by (payload kind, communication phase)
+template <class Kind, std::size_t NumKinds>
+struct PassStats {
+  int tasks     = 0;  ///< building-block calls (forward/backward updates)
+  int merges    = 0;  ///< merges of partial states (forward) / gradient additions (backward)
+  int transfers = 0;  ///< posted groups of messages or collectives
+  double total_s = 0, compute_s = 0, wait_s = 0;
+  std::array<std::uint64_t, NumKinds> bytes_sent{}, bytes_received{};
+
+  using kind_type                         = Kind;
+  static constexpr std::size_t num_kinds = NumKinds;
+  std::uint64_t sent(Kind k) const { return bytes_sent[std::size_t(k)]; }
+  std::uint64_t received(Kind k) const { return bytes_received[std::size_t(k)]; }
+  std::uint64_t total_sent() const { return sum(bytes_sent); }
+  std::uint64_t total_received() const { return sum(bytes_received); }
+
+ private:
+  static std::uint64_t sum(const std::array<std::uint64_t, NumKinds>& a) {
+    std::uint64_t s = 0;
+    for (auto b : a) s += b;
+    return s;
+  }
+};
+
+}  // namespace DistAttn

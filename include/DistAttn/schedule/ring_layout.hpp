@@ -1,0 +1,57 @@
+#pragma once
+/// @file schedule/ring_layout.hpp
+/// Which global token positions each rank's local rows hold under a ring kind:
+/// the one definition the executor, the driver and the tests use.
+///
+///   Vanilla, Balanced: rank x holds chunk x, positions [x c, (x+1) c).
+///   Zigzag: the sequence is cut into 2P half-chunks of c/2 tokens; rank x holds
+///           half-chunk x in local rows [0, c/2) and half-chunk 2P-1-x in [c/2, c).
+///
+/// A rank's rows are `pieces()` affine pieces of `piece_len()` rows each; piece a
+/// of rank x is block `block_of(x, a)` of the sequence cut into blocks of that length.
+
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/core/types.hpp>
+#include <DistAttn/schedule/ring_types.hpp>
+
+#include <cstdint>
+
+namespace DistAttn {
+
+class RingLayout {
+ public:
+  RingLayout(int ranks, std::int64_t chunk, RingKind kind) : P_(ranks), c_(chunk), kind_(kind) {
+    DISTATTN_REQUIRE(ranks >= 1 && chunk >= 1, "DistAttn::RingLayout",
+                     "ranks (" << ranks << ") and chunk (" << chunk << ") must be >= 1");
+    DISTATTN_REQUIRE(kind != RingKind::Zigzag || chunk % 2 == 0, "DistAttn::RingLayout",
+                     "the zigzag assignment splits each rank's chunk in two halves: chunk (" << chunk
+                                                                                             << ") must be even");
+  }
+
+  int ranks() const { return P_; }
+  std::int64_t chunk() const { return c_; }
+  RingKind kind() const { return kind_; }
+  /// Tokens of all ranks together (the padded sequence length).
+  std::int64_t tokens() const { return std::int64_t(P_) * c_; }
+
+  int pieces() const { return kind_ == RingKind::Zigzag ? 2 : 1; }
+  std::int64_t piece_len() const { return c_ / pieces(); }
+  /// Index of rank x's piece a in the sequence cut into piece_len() blocks.
+  std::int64_t block_of(int x, int a) const {
+    return kind_ == RingKind::Zigzag ? (a == 0 ? x : 2 * std::int64_t(P_) - 1 - x) : x;
+  }
+  /// Global positions of piece a of rank x.
+  PositionMap piece(int x, int a) const { return PositionMap{block_of(x, a) * piece_len(), 1}; }
+  /// Global position of local row i of rank x.
+  std::int64_t position(int x, std::int64_t i) const {
+    const std::int64_t h = piece_len();
+    return block_of(x, int(i / h)) * h + i % h;
+  }
+
+ private:
+  int P_;
+  std::int64_t c_;
+  RingKind kind_;
+};
+
+}  // namespace DistAttn
