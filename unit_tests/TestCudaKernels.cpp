@@ -18,6 +18,7 @@
 #include <DistAttn/impl/attn_spec.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -199,14 +200,14 @@ void fwd_update(const QV& q, const KV& k, const VV& v, const State& st, const Ma
 
 template <class T, class QV, class KV, class VV, class DOV, class SV, class GQ, class GK>
 void bwd_update(const QV& q, const KV& k, const VV& v, const DOV& dout, const SV& lse, const SV& delta, const GQ& dq,
-                const GK& dk, const GK& dv, const Mask& mask, KernelPath path) {
+                const GK& dk, const GK& dv, const Mask& mask, KernelPath path, bool deterministic = false) {
   AttnOptions opts;
   opts.mask = mask;
   opts.path = path;
   if (path == KernelPath::Cuda) {
     const double scale = resolved_scale(opts, int(q.extent(3)));
-    const bool ran =
-        Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), q, k, v, dout, lse, delta, dq, dk, dv, mask, scale);
+    const bool ran     = Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), q, k, v, dout, lse, delta, dq, dk, dv, mask,
+                                                                scale, deterministic);
     ASSERT_TRUE(ran) << "the CUDA-tuned backward declined this case";
   } else {
     attention_bwd_update(Exec(), q, k, v, dout, lse, delta, dq, dk, dv, opts);
@@ -495,7 +496,7 @@ TYPED_TEST(CudaKernels, DispatchSeam) {
 /// Gradient accumulators start from random values (the update must add, not
 /// overwrite); returns the increments.
 template <class T>
-void check_bwd(const Shape& s, const Mask& mask) {
+void check_bwd(const Shape& s, const Mask& mask, bool deterministic = false) {
   auto in               = make_inputs<T>(s);
   const std::string ctx = describe<T>(s, mask, in.seed);
   const double scale    = 1.0 / std::sqrt(double(s.D));
@@ -520,7 +521,7 @@ void check_bwd(const Shape& s, const Mask& mask) {
     for (std::size_t i = 0; i < g->span(); ++i) g->data()[i] = double(float(g->data()[i]));
   auto run = [&](KernelPath path, HostTensor& dq, HostTensor& dk, HostTensor& dv) {
     auto gq = to_device<Acc>(g0q, "gq"), gk = to_device<Acc>(g0k, "gk"), gv = to_device<Acc>(g0v, "gv");
-    bwd_update<T>(in.qd, in.kd, in.vd, ddo, lse, delta, gq, gk, gv, mask, path);
+    bwd_update<T>(in.qd, in.kd, in.vd, ddo, lse, delta, gq, gk, gv, mask, path, deterministic);
     dq = to_host(gq);
     dk = to_host(gk);
     dv = to_host(gv);
@@ -532,6 +533,21 @@ void check_bwd(const Shape& s, const Mask& mask) {
   run(KernelPath::Cuda, tq, tk, tv);
   if (::testing::Test::HasFatalFailure()) return;
   run(KernelPath::Portable, pq, pk, pv);
+  if (deterministic) {  // two more runs from the same accumulators: the same bits
+    for (int rep = 0; rep < 2; ++rep) {
+      HostTensor rq, rk, rv;
+      run(KernelPath::Cuda, rq, rk, rv);
+      if (::testing::Test::HasFatalFailure()) return;
+      for (const auto& [name, a, b] : {std::make_tuple("dq", &tq, &rq), std::make_tuple("dk", &tk, &rk),
+                                       std::make_tuple("dv", &tv, &rv)}) {
+        long diff = 0;
+        for (std::size_t i = 0; i < a->span(); ++i)
+          diff += std::memcmp(&a->data()[i], &b->data()[i], sizeof(double)) != 0 ? 1 : 0;
+        EXPECT_EQ(diff, 0) << name << ": elements that differ from the first deterministic run (run " << rep + 2
+                           << "), " << ctx;
+      }
+    }
+  }
 
   HostTensor rdq("rdq", s.B, s.Sq, s.H, s.D), rdk("rdk", s.B, s.Sk, s.Hkv, s.D), rdv("rdv", s.B, s.Sk, s.Hkv, s.D);
   Testing::reference_bwd(in.q, in.k, in.v, dout, mask, scale, rdq, rdk, rdv);
@@ -567,6 +583,19 @@ TYPED_TEST(CudaKernels, BackwardStridedMasksAndEmptyRows) {
     check_bwd<T>({1, 100, 200, 2, 1, D}, Mask::causal({1, 4}, {0, 2}));
     check_bwd<T>({1, 150, 150, 2, 2, D}, Mask::causal({0, 1}, {5, 1}));  // rows 0..4 empty
   }
+}
+
+// AttnOptions::deterministic: correct (the same rule as every backward) and bitwise
+// equal over 3 runs, with many key tiles adding into each query tile (and a GQA
+// group, whose heads' dq tiles are added by the same CTAs).
+TYPED_TEST(CudaKernels, BackwardDeterministic) {
+  using T = TypeParam;
+  for (int D : {64, 128}) {
+    check_bwd<T>({1, 1100, 1100, 4, 2, D}, Mask::causal(), true);
+    check_bwd<T>({2, 333, 900, 2, 1, D}, Mask::none(), true);
+    check_bwd<T>({1, 500, 500, 2, 2, D}, Mask::causal({1, 4}, {2, 4}), true);
+  }
+  check_bwd<T>({1, 400, 400, 2, 2, 96}, Mask::causal(), true);  // padded head_dim
 }
 
 TYPED_TEST(CudaKernels, BackwardLongCausal) {

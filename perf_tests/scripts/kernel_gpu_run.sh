@@ -81,8 +81,8 @@ stamp "SDPA anchor"
 
 stamp "kernel bench"
 {
-  timeout 90 "$BENCH" -s 8192 -s 32768 --dim 128
-  timeout 60 "$BENCH" -s 32768 --dim 64 --heads 64
+  timeout 120 "$BENCH" -s 8192 -s 16384 -s 32768 --dim 128
+  timeout 90 "$BENCH" -s 16384 -s 32768 --dim 64 --heads 64
 } > "$OUT/bench.log" 2>&1
 
 stamp "SASS facts"
@@ -100,13 +100,20 @@ if [ "${SANITIZE:-1}" = 1 ]; then
     timeout 60 compute-sanitizer --tool memcheck "$BENCH" -s 200 --heads 2 -w 0 -n 1
     timeout 60 compute-sanitizer --tool memcheck "$BENCH" -s 200 --heads 2 -w 0 -n 1 --dim 64
     timeout 60 compute-sanitizer --tool racecheck "$BENCH" -s 130 --heads 1 -w 0 -n 1
+    timeout 60 compute-sanitizer --tool racecheck "$BENCH" -s 333 --heads 2 -w 0 -n 1 --dim 64
     timeout 60 compute-sanitizer --tool synccheck "$BENCH" -s 130 --heads 1 -w 0 -n 1
+    timeout 120 compute-sanitizer --tool memcheck "$TEST" --gtest_filter='*Deterministic*:*PaddedHeadDims*:*StridedMasks*'
+    timeout 90 compute-sanitizer --tool racecheck "$TEST" --gtest_filter='*/0.BackwardStridedMasksAndEmptyRows'
   } > "$OUT/sanitizer.log" 2>&1
 fi
 if [ "${NCU:-0}" = 1 ]; then
   stamp "ncu (shipped kernels)"
   timeout 90 ncu --clock-control none --kernel-name regex:attn_ --section SpeedOfLight --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis "$BENCH" -s 8192 --dim 128 -w 0 -n 1 --shipped-only > "$OUT/ncu.txt" 2>&1
+  # stall reasons (per warp, % of its active cycles) and pipe utilization
+  timeout 150 ncu --clock-control none --kernel-name regex:attn_ --metrics \
+    'regex:smsp__warp_issue_stalled_.*_per_warp_active.pct,regex:sm__pipe_.*_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum' \
+    "$BENCH" -s 8192 --dim 128 -w 0 -n 1 --shipped-only > "$OUT/ncu_stalls.txt" 2>&1
 fi
 
 if [ "${DEVICE_BUILD:-0}" = 1 ]; then
@@ -132,3 +139,5 @@ tail -1 "$OUT/sass.txt"
 [ -f "$OUT/sanitizer.log" ] && grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log" | head -12
 [ -f "$OUT/tests_devbuild.log" ] && grep -E "PASSED|FAILED  \] [0-9]|^rc=" "$OUT/tests_devbuild.log"
 [ -f "$OUT/ncu.txt" ] && grep -E "attn_|Duration|Compute \(SM\) Throughput|Memory Throughput|Issue Slots|No Eligible|Shared Memory|Bank" "$OUT/ncu.txt" | head -30
+[ -f "$OUT/ncu_stalls.txt" ] && grep -E "attn_|stalled|pipe_(tensor|shared|alu|fma|xu|lsu|uniform)_cycles|duration" "$OUT/ncu_stalls.txt" |
+  awk '$NF+0 >= 1 || /attn_|duration/' | sed 's/_per_warp_active.pct//; s/.avg.pct_of_peak_sustained_active//' | head -60

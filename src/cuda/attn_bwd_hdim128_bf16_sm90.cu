@@ -6,8 +6,8 @@
 
 namespace DistAttn::Impl::cuda {
 
-void run_attn_bwd_hdim128_bf16(const AttnBwdParams& p, cudaStream_t stream) {
-  launch_attn_bwd_any<BwdTileD128, __nv_bfloat16>(p, stream);
+bool run_attn_bwd_hdim128_bf16(const AttnBwdParams& p, cudaStream_t stream) {
+  return launch_attn_bwd_any<BwdTileD128, __nv_bfloat16>(p, stream);
 }
 
 }  // namespace DistAttn::Impl::cuda

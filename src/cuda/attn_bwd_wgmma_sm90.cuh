@@ -27,7 +27,6 @@
 
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
-#include "tma.hpp"
 #include "wgmma.cuh"
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
@@ -35,7 +34,7 @@
 namespace DistAttn::Impl::cuda {
 
 template <class Cfg, class Elem>
-__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmma_kernel(const AttnBwdParams p, const __grid_constant__ QdOTensorMaps tm) {
+__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmma_kernel(const AttnBwdParams p) {
   using namespace detail;
   using Ops       = ElemOps<Elem>;
   constexpr int D  = Cfg::kHeadDim;
@@ -61,8 +60,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   constexpr uint32_t kOffdO    = kOffQ + NQS * kQBytes;  // NQS stages
   constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes;
   constexpr uint32_t kOffStats = kOffdS + kSBytes;
-  constexpr uint32_t kOffBar   = kOffStats + NQS * 3 * 4 * BM;  // TMA: full[NQS] mbarriers
-  static_assert(kOffBar + 8 * NQS + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
+  static_assert(kOffStats + NQS * 3 * 4 * BM + 1024 == uint32_t(Cfg::kSmemBytes), "shared-memory plan");
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;  // 128-byte swizzle: 1 KB aligned tiles
@@ -118,22 +116,10 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     q_tile(it, qt, h);
     const Elem* qg  = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
     const Elem* dog = static_cast<const Elem*>(p.dout) + b * p.do_batch_stride + h * p.do_head_stride;
-    if constexpr (Cfg::kTma) {  // one thread: 2 x d/64 boxes, bytes announced on full[stage]
-      if (tid_l == 0) {
-        const uint32_t bar = base + kOffBar + 8 * stage;
-        mbar_arrive_expect_tx(bar, 2 * kQBytes);
-#pragma unroll
-        for (int blk = 0; blk < D / 64; ++blk) {
-          tma_load_4d(sQ0 + stage * kQBytes + blk * BM * 128, &tm.q, bar, blk * 64, qt * BM, h, b);
-          tma_load_4d(sdO0 + stage * kQBytes + blk * BM * 128, &tm.dout, bar, blk * 64, qt * BM, h, b);
-        }
-      }
-    } else {
-      load_atom_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q_row_stride, qt * BM, p.seqlen_q, tid_l,
-                                      p.head_dim);
-      load_atom_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.do_row_stride, qt * BM, p.seqlen_q, tid_l,
-                                      p.head_dim);
-    }
+    load_atom_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q_row_stride, qt * BM, p.seqlen_q, tid_l,
+                                    p.head_dim);
+    load_atom_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.do_row_stride, qt * BM, p.seqlen_q, tid_l,
+                                    p.head_dim);
     if (tid_l < BM) {
       const int i   = qt * BM + tid_l;
       const bool ok = i < p.seqlen_q;
@@ -288,14 +274,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     }
   };
 
-  if constexpr (Cfg::kTma) {
-    if (tid == 0) {
-#pragma unroll
-      for (int st = 0; st < NQS; ++st) mbar_init(base + kOffBar + 8 * st, 1);
-      mbar_init_fence();
-    }
-    __syncthreads();  // mbarrier initialization visible before the first TMA
-  }
   load_atom_tile_async<BN, D, NT>(sK, kg, p.k_row_stride, k0, p.seqlen_k, tid, p.head_dim);
   load_atom_tile_async<BN, D, NT>(sV, vg, p.v_row_stride, k0, p.seqlen_k, tid, p.head_dim);
   issue_q_side(0, 0, tid);
@@ -307,7 +285,6 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     cp_async_wait<0>();
     fence_proxy_async();
     __syncthreads();  // this step's tiles landed; every warpgroup is done with the other stage
-    if constexpr (Cfg::kTma) mbar_wait(base + kOffBar + 8 * stage, (it >> 1) & 1);  // Q, dO of this step
     if (it + 1 < n_iter) {
       issue_q_side(it + 1, stage ^ 1, opaque(tid));
       store_limits(it + 1, stage ^ 1);
@@ -357,24 +334,13 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
 
 template <class Cfg, class Elem>
 void launch_attn_bwd_wgmma(const AttnBwdParams& p, cudaStream_t stream) {
-  QdOTensorMaps tm{};
-  if constexpr (Cfg::kTma) {
-    constexpr bool bf16 = std::is_same<Elem, __nv_bfloat16>::value;
-    if (!encode_tile_tensor_map(&tm.q, p.q, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.q_row_stride,
-                                p.q_head_stride, p.q_batch_stride, Cfg::kBlockM) ||
-        !encode_tile_tensor_map(&tm.dout, p.dout, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.do_row_stride,
-                                p.do_head_stride, p.do_batch_stride, Cfg::kBlockM)) {
-      launch_attn_bwd_wgmma<typename Cfg::WithoutTma, Elem>(p, stream);
-      return;
-    }
-  }
   const int n_kt = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const dim3 grid(unsigned(n_kt), unsigned(p.heads_kv), unsigned(p.batch));
   auto kernel = attn_bwd_wgmma_kernel<Cfg, Elem>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err == cudaSuccess) {
-    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p, tm);
+    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p);
     err = cudaGetLastError();
   }
   check_launch(err, "attn_bwd_wgmma_kernel");

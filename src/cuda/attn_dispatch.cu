@@ -2,7 +2,8 @@
 // kernels assume (head_dim, alignment, a Hopper sm_90 device, positive scale),
 // decline (return false) otherwise so the caller falls back to the portable
 // kernel, and dispatch on (head_dim, element type) to the instantiation units.
-// No allocation, no synchronization: one kernel launch on the caller's stream.
+// No synchronization: one kernel launch on the caller's stream (the deterministic
+// backward also allocates, clears and frees its semaphores, stream-ordered).
 
 #include "attn_launch.hpp"
 
@@ -114,9 +115,8 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
       !vec8_ok(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride))
     return false;
   const bool bf16 = p.dtype == AttnDType::BF16;
-  if (p.head_dim <= 64) bf16 ? run_attn_bwd_hdim64_bf16(p, stream) : run_attn_bwd_hdim64_fp16(p, stream);
-  else bf16 ? run_attn_bwd_hdim128_bf16(p, stream) : run_attn_bwd_hdim128_fp16(p, stream);
-  return true;
+  if (p.head_dim <= 64) return bf16 ? run_attn_bwd_hdim64_bf16(p, stream) : run_attn_bwd_hdim64_fp16(p, stream);
+  return bf16 ? run_attn_bwd_hdim128_bf16(p, stream) : run_attn_bwd_hdim128_fp16(p, stream);
 }
 
 }  // namespace DistAttn::Impl::cuda

@@ -15,7 +15,7 @@ void check_launch(cudaError_t err, const char* what);
 
 #define DISTATTN_CUDA_DECLARE_LAUNCHERS(D, TY)                                \
   void run_attn_fwd_hdim##D##_##TY(const AttnFwdParams& p, cudaStream_t stream); \
-  void run_attn_bwd_hdim##D##_##TY(const AttnBwdParams& p, cudaStream_t stream);
+  bool run_attn_bwd_hdim##D##_##TY(const AttnBwdParams& p, cudaStream_t stream);
 
 DISTATTN_CUDA_DECLARE_LAUNCHERS(64, bf16)
 DISTATTN_CUDA_DECLARE_LAUNCHERS(64, fp16)

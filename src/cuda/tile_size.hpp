@@ -56,6 +56,7 @@ struct BwdTilePS {
   static constexpr int kNThreads  = 32 * kNWarps_;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kWgmma     = false;
+  static constexpr bool kWs        = false;
   static_assert((kBlockM / 32) * (kBlockN / 32) == kNWarps, "phase-1 grid: one 32x32 block per warp");
   // K, V + 2 stages of Q and dO + P and dS tiles + 2 stages of (LSE, Delta, limit).
   static constexpr int kSmemBytes =
@@ -94,8 +95,9 @@ struct WgFwdTile {
 };
 
 /// Backward on warpgroup MMA (attn_bwd_wgmma_sm90.cuh): two warpgroups of 64 keys
-/// (kBlockN = 128) walk query tiles of kBlockM = 64; d = 64 or 128.
-template <int kHeadDim_, int kBlockM_, int kBlockN_, bool kTma_ = false>
+/// (kBlockN = 128) walk query tiles of kBlockM = 64; d = 64 or 128. The
+/// warp-specialized kernel's fallback where TMA cannot describe the tensors.
+template <int kHeadDim_, int kBlockM_, int kBlockN_>
 struct WgBwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = kBlockM_;
@@ -104,15 +106,34 @@ struct WgBwdTile {
   static constexpr int kNThreads  = 256;
   static constexpr int kMinBlocks = 1;
   static constexpr bool kWgmma     = true;
-  // Q and dO tiles brought by TMA (one thread, completing on a per-stage mbarrier)
-  // instead of 256 threads' cp.async; falls back to WithoutTma when the driver
-  // cannot describe the tensors.
-  static constexpr bool kTma = kTma_;
-  using WithoutTma = WgBwdTile<kHeadDim_, kBlockM_, kBlockN_, false>;
+  static constexpr bool kWs        = false;
   // K, V + 2 stages of Q and dO + the dS^T tile (16-bit) + 2 stages of (LSE, Delta,
-  // key limit) + 1 KB of alignment slack + 2 mbarriers.
+  // key limit) + 1 KB of alignment slack.
   static constexpr int kSmemBytes =
-      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) + 2 * 3 * 4 * kBlockM + 1024 + 16;
+      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kBlockN * kBlockM) + 2 * 3 * 4 * kBlockM + 1024;
+};
+
+/// Backward, warp-specialized (attn_bwd_ws_sm90.cuh): a producer warpgroup (TMA
+/// loads; dQ added to dq by bulk tensor reductions) and two consumer warpgroups of
+/// 64 keys (kBlockN = 128) walking query tiles of 64; d = 64 or 128. Needs TMA
+/// descriptors of Q, dO, K, V and dq; otherwise the launcher takes Fallback.
+template <int kHeadDim_, bool kStmatrix_ = false>
+struct WsBwdTile {
+  static constexpr int kHeadDim   = kHeadDim_;
+  // dS^T stored with stmatrix (4 x4 stores per thread and step) instead of 16
+  // 4-byte st.shared: per entry, as it measured (NOTES.md runs 23-25).
+  static constexpr bool kStmatrix = kStmatrix_;
+  static constexpr int kBlockM    = 64;
+  static constexpr int kBlockN    = 128;
+  static constexpr int kNThreads  = 384;
+  static constexpr bool kWgmma    = true;
+  static constexpr bool kWs       = true;
+  using Fallback = WgBwdTile<kHeadDim_, 64, 128>;
+  // K, V + 2 stages of Q and dO + 2 stages of dS^T (16-bit) + 2 fp32 64 x 64 dQ
+  // tiles + 2 stages of (LSE, Delta, key limit) + 5 mbarriers + 1 KB alignment slack.
+  static constexpr int kSmemBytes =
+      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + 2 * kBlockN * kBlockM) + 2 * 64 * 64 * 4 +
+      2 * 3 * 4 * kBlockM + 64 + 1024;
 };
 
 // ---------------------------------------------------------------------------------
@@ -133,13 +154,14 @@ using FwdTileD128 = WgFwdTile<128, 128, true, true>;
 // fwd d = 64 (H = 64): 64-key tiles, ping-pong with TMA: 374.1 TF/s against 352.0 for
 // the plain schedule and 346.6 for ping-pong with cp.async (run 14).
 using FwdTileD64 = WgFwdTile<64, 64, true, true>;
-// bwd d = 128: 2 warpgroups x 64 keys, 64-query steps, 254 regs, no spill: 363.5 TF/s
-// (mma.sync PS 258.9 in the same run, NOTES.md run 15).
-using BwdTileD128 = WgBwdTile<128, 64, 128>;
-// bwd d = 64: wgmma, dQ split by keys between the warpgroups, Q / dO by TMA (189 regs):
-// 271.1 TF/s against 248.7 with cp.async and 217.5 for mma.sync PS (NOTES.md run 19).
-// (TMA for Q / dO at d = 128 measured equal, 368.0 vs 370.7: not taken there.)
-using BwdTileD64 = WgBwdTile<64, 64, 128, true>;
+// bwd: warp-specialized (producer warpgroup with TMA and the dQ bulk reductions, 2
+// consumer warpgroups of 64 keys at 224 registers, no spill). S = 32K causal, NOTES.md
+// run 25: d = 128 489.8 TF/s against 357.8 for the wgmma kernel before it (now its
+// fallback); d = 64 332.5 against 248.8. dS^T by stmatrix for d = 128 only: over runs
+// 23-25 +2.3% at S = 32K, +1.2% at 16K, -3.2% at 8K (pairs spread 3-4%); at d = 64 no
+// consistent sign.
+using BwdTileD128 = WsBwdTile<128, true>;
+using BwdTileD64  = WsBwdTile<64>;
 
 #else
 

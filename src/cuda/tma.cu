@@ -49,4 +49,23 @@ bool encode_tile_tensor_map(CUtensorMap* map, const void* base, bool bf16, int h
   return r == CUDA_SUCCESS;
 }
 
+bool encode_f32_reduce_tensor_map(CUtensorMap* map, void* base, int head_dim, int seq, int heads, int batch,
+                                  std::int64_t row_stride, std::int64_t head_stride, std::int64_t batch_stride,
+                                  int box_rows) {
+  const auto fn = encode_fn();
+  if (fn == nullptr || seq <= 0 || heads <= 0 || batch <= 0) return false;
+  const std::int64_t s[3] = {row_stride * 4, head_stride * 4, batch_stride * 4};
+  for (std::int64_t x : s)
+    if (x <= 0 || x % 16 != 0 || x >= (std::int64_t(1) << 40)) return false;
+  if (reinterpret_cast<std::uintptr_t>(base) % 16 != 0) return false;
+  const cuuint64_t dims[4]    = {cuuint64_t(head_dim), cuuint64_t(seq), cuuint64_t(heads), cuuint64_t(batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(s[0]), cuuint64_t(s[1]), cuuint64_t(s[2])};
+  const cuuint32_t box[4]     = {32, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t estr[4]    = {1, 1, 1, 1};
+  const CUresult r = fn(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, dims, strides, box, estr,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS;
+}
+
 }  // namespace DistAttn::Impl::cuda

@@ -1,6 +1,7 @@
 #pragma once
 // Tensor-memory-accelerator (TMA) descriptors for the tiles the wgmma kernels
-// stream (K and V in the forward, Q and dO in the backward): a 4-D view
+// stream (K and V in the forward; Q, dO, K, V in the backward, and the fp32 dq it
+// adds to by bulk reductions): a 4-D view
 // (head_dim, seq, heads, batch) of the caller's tensor with
 // boxes of 64 columns x rows, 128-byte swizzled, which is exactly one column block
 // of the atom layout (wgmma.cuh), so TMA writes tiles the wgmma descriptors read
@@ -23,9 +24,14 @@ struct KVTensorMaps {
   CUtensorMap k;
   CUtensorMap v;
 };
-struct QdOTensorMaps {
+/// The warp-specialized backward's maps: Q, dO, K, V (16-bit, 64-column boxes) and
+/// the fp32 dq it adds to (32-column boxes).
+struct BwdTensorMaps {
   CUtensorMap q;
   CUtensorMap dout;
+  CUtensorMap k;
+  CUtensorMap v;
+  CUtensorMap dq;
 };
 
 /// Fills `map` for a [batch, seq, heads, head_dim] 16-bit tensor (strides in
@@ -33,5 +39,12 @@ struct QdOTensorMaps {
 /// entry point or rejects the layout (the caller then copies with cp.async).
 bool encode_tile_tensor_map(CUtensorMap* map, const void* base, bool bf16, int head_dim, int seq, int heads, int batch,
                           std::int64_t row_stride, std::int64_t head_stride, std::int64_t batch_stride, int box_rows);
+
+/// Fills `map` for a [batch, seq, heads, head_dim] fp32 tensor (the dq accumulator)
+/// with boxes of 32 columns (128 bytes, 128-byte swizzled) x box_rows, for bulk
+/// reductions into it: elements of a box past head_dim or seq are not written.
+bool encode_f32_reduce_tensor_map(CUtensorMap* map, void* base, int head_dim, int seq, int heads, int batch,
+                                  std::int64_t row_stride, std::int64_t head_stride, std::int64_t batch_stride,
+                                  int box_rows);
 
 }  // namespace DistAttn::Impl::cuda

@@ -62,6 +62,10 @@ struct AttnOptions {
   /// Scan inputs for NaN/Inf and throw (one extra read of Q, K, V). The
   /// per-block building-block calls never scan; the one-call APIs do when set.
   bool check_finite = true;
+  /// Backward: add the dQ contributions of the key tiles in a fixed order, so
+  /// gradients are bitwise the same from run to run on the GPU (the CUDA-tuned
+  /// kernel; its cost next to the default is in docs/PERFORMANCE.md).
+  bool deterministic = false;
 };
 
 /// AttnOptions without the mask, for the distributed executors: they derive every

@@ -8,7 +8,9 @@
 /// also have the kernel write the final O and LSE directly. They decline (return
 /// false, so the portable kernel runs) for anything the kernels do not cover:
 /// head_dim not a multiple of 8 up to 128, non-fp32 accumulators, non-unit head_dim stride,
-/// misaligned rows, a non-positive scale, or a device other than sm_90.
+/// misaligned rows, a non-positive scale, or a device other than sm_90. The
+/// backward's `deterministic` (AttnOptions::deterministic) asks for dq added in a
+/// fixed order; it declines where the kernel cannot order them (no TMA descriptors).
 ///
 /// Included by impl/attn_spec.hpp; empty unless the library was built with
 /// DistAttn_ENABLE_CUDA_KERNELS (and so with a CUDA Kokkos).
@@ -155,7 +157,7 @@ struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
   template <class QV, class KV, class VV, class DOV, class LseV, class DeltaV, class GQV, class GKV>
   static bool run(const Kokkos::Cuda& exec, const QV& q, const KV& k, const VV& v, const DOV& dout,
                   const LseV& lse, const DeltaV& delta, const GQV& dq, const GKV& dk, const GKV& dv,
-                  const Mask& mask, double scale) {
+                  const Mask& mask, double scale, bool deterministic = false) {
     using namespace cuda_spec;
     if constexpr (!is_tuned_elem_v<T> || !value_is_v<KV, T> || !value_is_v<VV, T> || !value_is_v<DOV, T> ||
                   !value_is_v<LseV, float> || !value_is_v<DeltaV, float> || !value_is_v<GQV, float> || !value_is_v<GKV, float>) {
@@ -201,6 +203,7 @@ struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
       p.scale    = float(scale);
       p.mask     = mask_params(mask);
       p.dtype    = dtype_of<T>();
+      p.deterministic = deterministic ? 1 : 0;
       return cuda::run_attn_bwd(p, exec.cuda_stream());
     }
   }

@@ -92,6 +92,10 @@ struct AttnBwdParams {
   float scale;
   AttnMaskParams mask;
   AttnDType dtype;
+  /// Nonzero: dq receives the key tiles' contributions in a fixed order, so the
+  /// result is bitwise the same from run to run (run_attn_bwd declines where the
+  /// kernel cannot guarantee that).
+  int deterministic;
 };
 
 /// Whether a tuned kernel runs this head_dim: multiples of 8 up to 128 (64 and 128

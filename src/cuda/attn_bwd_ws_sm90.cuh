@@ -1,0 +1,511 @@
+#pragma once
+// Backward update kernel, warp-specialized (FlashAttention-3's Hopper backward
+// structure, our own code): one CTA per (key tile of 128, KV head, batch) walks the
+// query tiles of every query head of the GQA group, 64 queries per step, with three
+// warpgroups:
+//
+//   producer warpgroup (56 registers after setmaxnreg.dec):
+//     warp 0  K, V once, then per step Q and dO by TMA and LSE, Delta and the key
+//             limits by plain loads, into one of 2 stages, announced on full[stage]
+//             (32 arrivals + the TMA bytes), reused once empty[stage] has an arrival
+//             from each of the 256 consumer threads;
+//     warp 1  dQ writer: once a consumer warpgroup has put its scaled fp32 dQ tile
+//             into shared memory, adds it to dq with one tensor bulk reduction
+//             (cp.reduce.async.bulk.tensor .add) per 32 columns, so neither
+//             atomics nor their issue slots stay in the consumers' loop;
+//   two consumer warpgroups (224 registers), 64 keys each, the products of
+//     attn_bwd_wgmma_sm90.cuh in the transposed layout (S^T, dP^T with keys as
+//     rows; dV += P^T dO, dK += dS^T Q from registers; dQ = dS K from dS^T in
+//     shared memory). The only CTA-wide wait left in the loop is the dS^T exchange
+//     between the two consumer warpgroups (named barrier of 256 threads); dS^T has
+//     2 stages so that a warpgroup may write the next one while the other still
+//     reads this one. Per step: S^T, dP^T issued; P (masked only where the tile
+//     crosses a row's key limit), dS; dV issued; dS^T exchange; dQ then dK issued;
+//     dQ waited for (dK still running) and handed to the writer; dK waited for and
+//     the stage released.
+//
+// dQ split: d = 128, warpgroup w owns dQ columns [64 w, 64 w + 64) over all 128 keys
+// (needs the other warpgroup's dS^T rows: the 256-thread exchange); d = 64, each
+// warpgroup owns all 64 columns over its own 64 keys and both partial tiles are
+// added to the same dq rows (only a warpgroup-local wait before dQ).
+//
+// Deterministic mode (semaphore != nullptr): the writer of key tile kt waits until
+// the (batch, head, query tile) semaphore reads kt before adding its dQ tile, waits
+// for the additions to complete and then increments it, so dq receives the key
+// tiles' contributions in key-tile order (and, for d = 64, the two warpgroups'
+// partials in warpgroup order) whatever the schedule: bitwise reproducible. Every
+// key tile below kt contributes to every query tile kt does (the row limits are
+// non-decreasing), and CTAs start in linear blockIdx order, in which key tile kt - 1
+// of a head comes before kt, so the waits always end. The grid is heads-fastest
+// there, so that the CTAs running together form many short chains (NOTES.md run 23).
+//
+// Measured slower and removed (NOTES.md runs 22 and 24): issuing the next step's
+// S^T / dP^T before waiting for dK (the stage then goes back a step later and the
+// copies land late), and issuing dV before the dS math (consumer spills at d = 128).
+
+#include "attn_launch.hpp"
+#include "attn_mma.cuh"
+#include "tma.hpp"
+#include "wgmma.cuh"
+
+#include <DistAttn/impl/cuda/attn_params.hpp>
+
+namespace DistAttn::Impl::cuda {
+
+namespace detail {
+
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+/// dq[box at (c0, c1, c2, c3)] += the fp32 box at shared address `src` (async proxy,
+/// bulk-group completion).
+__device__ __forceinline__ void tma_reduce_add_4d(const void* tmap, uint32_t src, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(
+          reinterpret_cast<std::uint64_t>(tmap)),
+      "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+/// The shared-memory sources of every committed bulk group have been read.
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+/// Every committed bulk group has completed (its global writes performed).
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+}  // namespace detail
+
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(384, 1)
+    attn_bwd_ws_kernel(const AttnBwdParams p, const __grid_constant__ BwdTensorMaps tm, int* const semaphore) {
+  using namespace detail;
+  using Ops       = ElemOps<Elem>;
+  constexpr int D  = Cfg::kHeadDim;
+  constexpr int BM = 64;   // queries per step
+  constexpr int BN = 128;  // keys per CTA, 64 per consumer warpgroup
+  static_assert(D == 64 || D == 128, "d 64 or 128");
+  constexpr int NQS = 2;  // Q / dO / statistics stages
+  constexpr int NSC = BM / 2;
+  constexpr int NKV = D / 2;
+  constexpr bool kDqSplitKeys = D == 64;
+  constexpr int NDQ = 32;  // 64 x 64 fp32 dQ per warpgroup
+  constexpr uint32_t kKBytes  = BN * D * 2;
+  constexpr uint32_t kQBytes  = BM * D * 2;
+  constexpr uint32_t kSBytes  = BN * BM * 2;
+  constexpr uint32_t kDqBytes = 64 * 64 * 4;
+
+  constexpr uint32_t kOffV     = kKBytes;
+  constexpr uint32_t kOffQ     = kOffV + kKBytes;
+  constexpr uint32_t kOffdO    = kOffQ + NQS * kQBytes;
+  constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes;  // 2 stages
+  constexpr uint32_t kOffdQ    = kOffdS + 2 * kSBytes;     // one tile per consumer warpgroup
+  constexpr uint32_t kOffStats = kOffdQ + 2 * kDqBytes;
+  constexpr uint32_t kOffBar   = kOffStats + NQS * 3 * 4 * BM;
+  static_assert(kOffBar + 8 * (1 + 2 * NQS) + 1024 <= uint32_t(Cfg::kSmemBytes), "shared-memory plan");
+
+  // Named barriers (0 is __syncthreads): dS^T exchange, dQ tile empty / full per
+  // consumer warpgroup (128 consumers + the 32 writer threads), per-warpgroup dS^T.
+  constexpr int kBarPdS = 1, kBarDqEmpty = 2, kBarDqFull = 4, kBarWgDs = 6;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
+  unsigned char* const smem_a = smem + (base - smem_u32(smem));
+  const uint32_t sK   = base;
+  const uint32_t sV   = base + kOffV;
+  const uint32_t sQ0  = base + kOffQ;
+  const uint32_t sdO0 = base + kOffdO;
+  const uint32_t sdS0 = base + kOffdS;
+  const uint32_t sdQ0 = base + kOffdQ;
+  float* sLse   = reinterpret_cast<float*>(smem_a + kOffStats);  // [NQS][BM], natural log
+  float* sDelta = sLse + NQS * BM;
+  int* sLim     = reinterpret_cast<int*>(sDelta + NQS * BM);
+  const uint32_t bar_kv = base + kOffBar;
+  auto bar_full  = [&](int s) { return base + kOffBar + 8 + 8 * s; };
+  auto bar_empty = [&](int s) { return base + kOffBar + 8 + 8 * NQS + 8 * s; };
+
+  // Deterministic runs order the grid heads-fastest: the CTAs that run together then
+  // belong to several heads' short semaphore chains instead of one head's long one.
+  const bool hf = semaphore != nullptr;
+  const int kt  = hf ? blockIdx.y : blockIdx.x;
+  const int hk  = hf ? blockIdx.x : blockIdx.y;
+  const int b   = blockIdx.z;
+  const int G   = p.heads / p.heads_kv;
+  const int k0  = kt * BN;
+  const int tid = threadIdx.x;
+  const AttnMaskParams& mk = p.mask;
+
+  int i0 = 0;  // first query that sees key k0
+  if (mk.causal) {
+    const std::int64_t need = mk.k_offset + mk.k_stride * std::int64_t(k0) - mk.q_offset;
+    if (need > 0) {
+      const std::int64_t c = (need + mk.q_stride - 1) / mk.q_stride;
+      i0 = c < std::int64_t(p.seqlen_q) ? int(c) : p.seqlen_q;
+    }
+  }
+  const int n_qt     = (p.seqlen_q + BM - 1) / BM;
+  const int first_qt = i0 / BM;
+  const int per_head = i0 >= p.seqlen_q ? 0 : n_qt - first_qt;
+  const int n_iter   = G * per_head;
+  if (n_iter == 0) return;  // no query sees this key tile: gradients unchanged
+
+  auto q_tile = [&](int it, int& qt, int& h) {
+    const int gi = it / per_head;
+    qt           = first_qt + (it - gi * per_head);
+    h            = hk * G + gi;
+  };
+
+  if (tid == 0) {
+    mbar_init(bar_kv, 1);
+#pragma unroll
+    for (int s = 0; s < NQS; ++s) {
+      mbar_init(bar_full(s), 32);
+      mbar_init(bar_empty(s), 256);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (tid < 128) {  // producer warpgroup
+    setmaxnreg_dec<56>();  // 24 or 32 spill the producer loop (ptxas, 24-32 B at 40)
+    const int warp = tid >> 5, lane = tid & 31;
+    if (warp == 0) {
+      if (lane == 0) {
+        mbar_arrive_expect_tx(bar_kv, 2 * kKBytes);
+#pragma unroll
+        for (int blk = 0; blk < D / 64; ++blk) {
+          tma_load_4d(sK + blk * BN * 128, &tm.k, bar_kv, blk * 64, k0, hk, b);
+          tma_load_4d(sV + blk * BN * 128, &tm.v, bar_kv, blk * 64, k0, hk, b);
+        }
+      }
+      for (int it = 0; it < n_iter; ++it) {
+        const int s = it & 1;
+        if (it >= NQS) mbar_wait(bar_empty(s), ((it >> 1) - 1) & 1);
+        int qt, h;
+        q_tile(it, qt, h);
+#pragma unroll
+        for (int r = 0; r < BM / 32; ++r) {
+          const int row = lane + 32 * r, i = qt * BM + row;
+          const bool ok = i < p.seqlen_q;
+          const std::int64_t ii = ok ? i : 0;
+          sLse[s * BM + row]   = ok ? p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + ii * p.lse_row_stride] : 0.f;
+          sDelta[s * BM + row] = ok ? p.delta[b * p.delta_batch_stride + h * p.delta_head_stride + ii * p.delta_row_stride] : 0.f;
+          sLim[s * BM + row] =
+              ok ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, i) : 0;
+        }
+        if (lane == 0) {
+          const uint32_t bar = bar_full(s);
+          mbar_arrive_expect_tx(bar, 2 * kQBytes);
+#pragma unroll
+          for (int blk = 0; blk < D / 64; ++blk) {
+            tma_load_4d(sQ0 + s * kQBytes + blk * BM * 128, &tm.q, bar, blk * 64, qt * BM, h, b);
+            tma_load_4d(sdO0 + s * kQBytes + blk * BM * 128, &tm.dout, bar, blk * 64, qt * BM, h, b);
+          }
+        } else {
+          mbar_arrive(bar_full(s));
+        }
+      }
+    } else if (warp == 1) {  // dQ writer
+      for (int it = 0; it < n_iter; ++it) {
+        int qt, h;
+        q_tile(it, qt, h);
+        int* sem = semaphore != nullptr ? semaphore + (std::int64_t(b) * p.heads + h) * n_qt + qt : nullptr;
+        if (sem != nullptr && lane == 0) {
+          int v;
+          do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(sem) : "memory");
+          } while (v != kt);
+          asm volatile("fence.proxy.async.global;\n" ::: "memory");
+        }
+#pragma unroll
+        for (int w = 0; w < 2; ++w) {
+          named_barrier(kBarDqFull + w, 160);  // warpgroup w's dQ tile is in shared memory
+          if (lane == 0) {
+            const int c0 = kDqSplitKeys ? 0 : 64 * w;
+#pragma unroll
+            for (int blk = 0; blk < 2; ++blk)
+              tma_reduce_add_4d(&tm.dq, sdQ0 + w * kDqBytes + blk * (kDqBytes / 2), c0 + 32 * blk, qt * BM, h, b);
+            bulk_commit();
+            // Deterministic d = 64: the two partials go to the same elements, in order.
+            if (kDqSplitKeys && sem != nullptr) bulk_wait_all();
+          }
+        }
+        if (lane == 0) bulk_wait_read();
+        __syncwarp();
+        if (it + 1 < n_iter) {  // the consumers may overwrite the tiles
+#pragma unroll
+          for (int w = 0; w < 2; ++w) named_barrier_arrive(kBarDqEmpty + w, 160);
+        }
+        if (sem != nullptr && lane == 0) {  // the next key tile may add once ours have landed
+          bulk_wait_all();
+          asm volatile("fence.proxy.async.global;\n" ::: "memory");
+          __threadfence();
+          asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(sem) : "memory");
+        }
+      }
+      if (lane == 0) bulk_wait_read();  // shared memory stays valid until the last reads
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups
+  setmaxnreg_inc<224>();  // 128 x 56 + 256 x 224 = 384 x 168, what the launch holds
+  const int ctid = tid - 128;
+  const int wg   = ctid >> 7;
+  const int warp = (ctid >> 5) & 3;
+  const int lane = ctid & 31;
+  const int g    = lane >> 2;
+  const int t    = lane & 3;
+  const int krow = wg * 64 + warp * 16 + g;  // key rows krow, krow + 8 (CTA-local)
+  const float sl2 = p.scale * kLog2e;
+
+  float dk[NKV], dv[NKV], st[NSC], dpt[NSC], dq[NDQ];
+  uint32_t pa[BM / 16][4], sa[BM / 16][4];
+#pragma unroll
+  for (int i = 0; i < NKV; ++i) dk[i] = dv[i] = 0.f;
+
+  auto issue_sdp = [&](int s) {
+    const uint32_t sQ = sQ0 + s * kQBytes, sdO = sdO0 + s * kQBytes;
+    fence_regs(st);
+    fence_regs(dpt);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, st, desc_kmajor<BN>(sK, wg * 64, kk), desc_kmajor<BM>(sQ, 0, kk), kk);
+    wgmma_commit();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, dpt, desc_kmajor<BN>(sV, wg * 64, kk), desc_kmajor<BM>(sdO, 0, kk), kk);
+    wgmma_commit();
+  };
+  // P^T in place; this thread's elements: key rows k0 + krow (+ 8), queries 8 j + 2 t + e.
+  auto compute_p = [&](int s) {
+    const float* lse_s = sLse + s * BM;
+    const int* lim_s   = sLim + s * BM;
+    // Limits are non-decreasing in the row: only a tile that crosses the first
+    // row's limit needs the mask (the diagonal band and the ragged key end).
+    const bool need_mask = k0 + wg * 64 + 64 > lim_s[0];
+    const int kr0 = k0 + krow, kr1 = kr0 + 8;
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const float2 ls = *reinterpret_cast<const float2*>(lse_s + 8 * j + 2 * t);
+      float l2[2]     = {ls.x * kLog2e, ls.y * kLog2e};
+#pragma unroll
+      for (int e = 0; e < 2; ++e) l2[e] = l2[e] == -INFINITY ? INFINITY : l2[e];  // empty row: P = 0
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        st[4 * j + e]     = ex2(fmaf(st[4 * j + e], sl2, -l2[e]));
+        st[4 * j + 2 + e] = ex2(fmaf(st[4 * j + 2 + e], sl2, -l2[e]));
+      }
+      if (need_mask) {
+        const int2 lm = *reinterpret_cast<const int2*>(lim_s + 8 * j + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int lq = e == 0 ? lm.x : lm.y;
+          if (kr0 >= lq) st[4 * j + e] = 0.f;
+          if (kr1 >= lq) st[4 * j + 2 + e] = 0.f;
+        }
+      }
+    }
+  };
+  // P^T packed as the A operand of dV (step kk holds queries 16 kk ..).
+  auto pack_p = [&] {
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pa[kk][e] = Ops::pack(st[8 * kk + 2 * e], st[8 * kk + 2 * e + 1]);
+  };
+  auto issue_dv = [&](uint32_t sdO) {  // dV += P^T dO
+    fence_regs(dv);
+    fence_regs(pa);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      if constexpr (D == 128) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dv, pa[kk], desc_mnmajor<BM>(sdO, kk), 1);
+      else wgmma_rs_m64n64k16<1>(Tag<Elem>{}, dv, pa[kk], desc_mnmajor<BM>(sdO, kk), 1);
+    }
+    wgmma_commit();
+  };
+  // dS^T = P^T (dP^T - Delta), packed as the A operand of dK and stored [key][query]
+  // for dQ.
+  auto compute_ds = [&](int s) {
+    const float* delta_s = sDelta + s * BM;
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const float2 de = *reinterpret_cast<const float2*>(delta_s + 8 * j + 2 * t);
+      dpt[4 * j + 0]  = st[4 * j + 0] * (dpt[4 * j + 0] - de.x);
+      dpt[4 * j + 1]  = st[4 * j + 1] * (dpt[4 * j + 1] - de.y);
+      dpt[4 * j + 2]  = st[4 * j + 2] * (dpt[4 * j + 2] - de.x);
+      dpt[4 * j + 3]  = st[4 * j + 3] * (dpt[4 * j + 3] - de.y);
+    }
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int idx = 8 * kk + 2 * e;
+        sa[kk][e]     = Ops::pack(dpt[idx], dpt[idx + 1]);
+      }
+    }
+    const uint32_t sdS = sdS0 + s * kSBytes;
+    if constexpr (Cfg::kStmatrix) {
+      // sa[kk][0..3] are the four 8 x 8 blocks (rows +0 / +8, queries 16 kk + 0 / 8)
+      // of stmatrix's fragment layout: lane l gives the address of row l % 8 of block l / 8.
+      const int mi = lane >> 3, row = wg * 64 + warp * 16 + (lane & 7) + 8 * (mi & 1);
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
+                         sdS + atom_offset<BN>(row, 2 * kk + (mi >> 1))),
+                     "r"(sa[kk][0]), "r"(sa[kk][1]), "r"(sa[kk][2]), "r"(sa[kk][3])
+                     : "memory");
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = 2 * kk + (e >> 1), row = krow + 8 * (e & 1);
+          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(sdS + atom_offset<BN>(row, j) + 4 * t), "r"(sa[kk][e]));
+        }
+    }
+  };
+
+  mbar_wait(bar_kv, 0);
+  for (int it = 0; it < n_iter; ++it) {
+    const int s = it & 1;
+    const uint32_t sQ = sQ0 + s * kQBytes, sdO = sdO0 + s * kQBytes, sdS = sdS0 + s * kSBytes;
+    mbar_wait(bar_full(s), (it >> 1) & 1);
+    issue_sdp(s);
+    wgmma_wait<1>();
+    fence_regs(st);
+    compute_p(s);
+    pack_p();
+    wgmma_wait<0>();
+    fence_regs(dpt);
+    compute_ds(s);
+    issue_dv(sdO);
+    // dS^T rows that dQ reads are complete (async-proxy visible).
+    fence_proxy_async();
+    if constexpr (kDqSplitKeys) named_barrier(kBarWgDs + wg, 128);
+    else named_barrier(kBarPdS, 256);
+    // dQ = dS K (dS^T and K both MN-major)
+    fence_regs(dq);
+    wgmma_fence();
+    if constexpr (kDqSplitKeys) {
+#pragma unroll
+      for (int kk = 0; kk < 64 / 16; ++kk)
+        wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS + wg * 8192, kk),
+                                 desc_mnmajor<BN>(sK + wg * 8192, kk), kk);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS, kk), desc_mnmajor<BN>(sK, kk, wg), kk);
+    }
+    wgmma_commit();
+    // dK += dS^T Q
+    fence_regs(dk);
+    fence_regs(sa);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      if constexpr (D == 128) wgmma_rs_m64n128k16<1>(Tag<Elem>{}, dk, sa[kk], desc_mnmajor<BM>(sQ, kk), 1);
+      else wgmma_rs_m64n64k16<1>(Tag<Elem>{}, dk, sa[kk], desc_mnmajor<BM>(sQ, kk), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done, dK may still run
+    fence_regs(dq);
+    fence_regs(dv);
+    fence_regs(pa);
+    // scale dQ into this warpgroup's tile: 2 boxes of 32 columns x 64 rows, 128-byte
+    // swizzled (the tensor map's layout): row r, 16-byte chunk c at c ^ (r % 8).
+    if (it > 0) named_barrier(kBarDqEmpty + wg, 160);  // the writer has read the previous tile
+    {
+      const uint32_t sdQ = sdQ0 + wg * kDqBytes;
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = warp * 16 + g + 8 * r;
+          const int c   = 2 * (j & 3) + (t >> 1);
+          const uint32_t a = sdQ + (j >> 2) * (kDqBytes / 2) + row * 128 + ((c ^ (row & 7)) << 4) + (t & 1) * 8;
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(p.scale * dq[4 * j + 2 * r]),
+                       "f"(p.scale * dq[4 * j + 2 * r + 1]));
+        }
+    }
+    fence_proxy_async();
+    named_barrier_arrive(kBarDqFull + wg, 160);
+    wgmma_wait<0>();
+    fence_regs(dk);
+    fence_regs(sa);
+    mbar_arrive(bar_empty(s));
+  }
+
+  // Epilogue: dk += scale dK, dv += dV for this thread's key rows (this CTA owns them).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int kr = k0 + krow + 8 * r;
+    if (kr >= p.seqlen_k) continue;
+    float* dkp = p.dk + b * p.dk_batch_stride + std::int64_t(kr) * p.dk_row_stride + hk * p.dk_head_stride + 2 * t;
+    float* dvp = p.dv + b * p.dv_batch_stride + std::int64_t(kr) * p.dv_row_stride + hk * p.dv_head_stride + 2 * t;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
+      float2* pk = reinterpret_cast<float2*>(dkp + j * 8);
+      float2* pv = reinterpret_cast<float2*>(dvp + j * 8);
+      float2 ok = *pk, ov = *pv;
+      ok.x = fmaf(p.scale, dk[4 * j + 2 * r], ok.x);
+      ok.y = fmaf(p.scale, dk[4 * j + 2 * r + 1], ok.y);
+      ov.x += dv[4 * j + 2 * r];
+      ov.y += dv[4 * j + 2 * r + 1];
+      *pk = ok;
+      *pv = ov;
+    }
+  }
+}
+
+/// Launches the warp-specialized backward; returns false without launching when a
+/// tensor map cannot be made (strides or alignment TMA cannot describe), so the
+/// caller can take another kernel.
+template <class Cfg, class Elem>
+bool launch_attn_bwd_ws(const AttnBwdParams& p, cudaStream_t stream) {
+  constexpr bool bf16 = std::is_same<Elem, __nv_bfloat16>::value;
+  BwdTensorMaps tm{};
+  if (!encode_tile_tensor_map(&tm.q, p.q, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.q_row_stride,
+                              p.q_head_stride, p.q_batch_stride, 64) ||
+      !encode_tile_tensor_map(&tm.dout, p.dout, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.do_row_stride,
+                              p.do_head_stride, p.do_batch_stride, 64) ||
+      !encode_tile_tensor_map(&tm.k, p.k, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
+                              p.k_head_stride, p.k_batch_stride, 128) ||
+      !encode_tile_tensor_map(&tm.v, p.v, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
+                              p.v_head_stride, p.v_batch_stride, 128) ||
+      !encode_f32_reduce_tensor_map(&tm.dq, p.dq, p.head_dim, p.seqlen_q, p.heads, p.batch, p.dq_row_stride,
+                                    p.dq_head_stride, p.dq_batch_stride, 64))
+    return false;
+  const int n_kt = (p.seqlen_k + 127) / 128;
+  const int n_qt = (p.seqlen_q + 63) / 64;
+  int* sem       = nullptr;
+  cudaError_t err = cudaSuccess;
+  if (p.deterministic) {
+    const std::size_t bytes = sizeof(int) * std::size_t(p.batch) * p.heads * n_qt;
+    err = cudaMallocAsync(reinterpret_cast<void**>(&sem), bytes, stream);
+    if (err == cudaSuccess) err = cudaMemsetAsync(sem, 0, bytes, stream);
+    check_launch(err, "attn_bwd_ws_kernel (semaphores)");
+  }
+  const dim3 grid = p.deterministic ? dim3(unsigned(p.heads_kv), unsigned(n_kt), unsigned(p.batch))
+                                    : dim3(unsigned(n_kt), unsigned(p.heads_kv), unsigned(p.batch));
+  auto kernel = attn_bwd_ws_kernel<Cfg, Elem>;
+  err         = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err == cudaSuccess) {
+    kernel<<<grid, 384, Cfg::kSmemBytes, stream>>>(p, tm, sem);
+    err = cudaGetLastError();
+  }
+  if (sem != nullptr) {
+    const cudaError_t e2 = cudaFreeAsync(sem, stream);
+    if (err == cudaSuccess) err = e2;
+  }
+  check_launch(err, "attn_bwd_ws_kernel");
+  return true;
+}
+
+}  // namespace DistAttn::Impl::cuda
