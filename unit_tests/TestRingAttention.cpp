@@ -5,7 +5,7 @@
 // and errors raised on every rank together. Every rank builds the (small) global
 // problem and the reference itself and checks its own chunk.
 
-#include "mpi_test_helpers.hpp"
+#include "sequence_problem.hpp"
 
 #include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
@@ -21,100 +21,16 @@ using T   = double;  // fp64 end to end: any schedule error shows far above roun
 using Acc = accum_t<T>;
 using Comm = Communicator<MpiSpace, Exec>;
 
-struct Problem {
-  int P, rank, B, c, H, Hkv, D;
-  bool causal;
-  std::uint64_t seed;
-  HostTensor q, k, v, dout;  // global
-  HostTensor ro, rdq, rdk, rdv;
-  HostStats rl;
-};
-
-Problem make_problem(int B, int c, int H, int Hkv, int D, bool causal = true) {
-  Problem p{};
-  p.causal = causal;
-  p.P      = world_size();
-  p.rank   = world_rank();
-  p.B = B, p.c = c, p.H = H, p.Hkv = Hkv, p.D = D;
-  p.seed  = shared_seed();
-  const int N = p.P * c;
-  p.q    = HostTensor("q", B, N, H, D);
-  p.k    = HostTensor("k", B, N, Hkv, D);
-  p.v    = HostTensor("v", B, N, Hkv, D);
-  p.dout = HostTensor("do", B, N, H, D);
-  Testing::fill_random(p.q, p.seed, 1.5);
-  Testing::fill_random(p.k, p.seed + 1, 1.5);
-  Testing::fill_random(p.v, p.seed + 2);
-  Testing::fill_random(p.dout, p.seed + 3);
-  p.ro  = HostTensor("ro", B, N, H, D);
-  p.rl  = HostStats("rl", B, H, N);
-  p.rdq = HostTensor("rdq", B, N, H, D);
-  p.rdk = HostTensor("rdk", B, N, Hkv, D);
-  p.rdv = HostTensor("rdv", B, N, Hkv, D);
-  const double scale = 1.0 / std::sqrt(double(D));
-  const Mask mask = causal ? Mask::causal() : Mask::none();
-  Testing::reference_fwd(p.q, p.k, p.v, mask, scale, p.ro, p.rl);
-  Testing::reference_bwd(p.q, p.k, p.v, p.dout, mask, scale, p.rdq, p.rdk, p.rdv);
-  return p;
-}
-
-/// Rows of rank `rank` under the kind's layout.
-HostTensor chunk_of(const HostTensor& g, int rank, int c, RingKind kind = RingKind::Vanilla) {
-  const RingLayout layout(int(g.extent(1)) / c, c, kind);
-  HostTensor out("chunk", g.extent(0), c, g.extent(2), g.extent(3));
-  for (int i = 0; i < c; ++i) {
-    const auto pos = layout.position(rank, i);
-    for (std::size_t b = 0; b < g.extent(0); ++b)
-      for (std::size_t h = 0; h < g.extent(2); ++h)
-        for (std::size_t d = 0; d < g.extent(3); ++d) out(b, i, h, d) = g(b, pos, h, d);
-  }
-  return out;
-}
-
-struct Outputs {
-  HostTensor o, dq, dk, dv;
-  RingStats fwd, bwd;
-};
-
 /// One forward and backward with every tensor argument (inputs, outputs, LSE) in layout L.
 template <class L = Kokkos::LayoutRight>
-Outputs run_ring(const Problem& p, RingKind kind, double delay_ms = 0.0) {
+Outputs<RingStats> run_ring(const Problem& p, RingKind kind, double delay_ms = 0.0) {
   auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
   RingOptions opts;
   opts.kind          = kind;
   opts.causal        = p.causal;
   opts.recv_delay_ms = delay_ms;
   RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
-  auto q  = to_device_as<T, L>(chunk_of(p.q, p.rank, p.c, kind), "q");
-  auto k  = to_device_as<T, L>(chunk_of(p.k, p.rank, p.c, kind), "k");
-  auto v  = to_device_as<T, L>(chunk_of(p.v, p.rank, p.c, kind), "v");
-  auto d  = to_device_as<T, L>(chunk_of(p.dout, p.rank, p.c, kind), "do");
-  auto o  = alloc_as<T, L>("o", p.B, p.c, p.H, p.D);
-  auto dq = alloc_as<T, L>("dq", p.B, p.c, p.H, p.D);
-  auto dk = alloc_as<T, L>("dk", p.B, p.c, p.Hkv, p.D);
-  auto dv = alloc_as<T, L>("dv", p.B, p.c, p.Hkv, p.D);
-  auto lse = alloc_stats_as<Acc, L>("lse", p.B, p.H, p.c);
-  ring.forward(q, k, v, o, lse);
-  Outputs out;
-  out.fwd = ring.stats();
-  ring.backward(q, k, v, o, d, lse, dq, dk, dv);
-  out.bwd = ring.stats();
-  out.o   = to_host(o);
-  out.dq  = to_host(dq);
-  out.dk  = to_host(dk);
-  out.dv  = to_host(dv);
-  return out;
-}
-
-void expect_matches_reference(const Problem& p, const Outputs& out, RingKind kind, const char* what = "") {
-  const double tol = 1e-11;
-  const std::string ctx = std::string(to_string(kind)) + (p.causal ? " causal " : " full ") + what +
-                          " P=" + std::to_string(p.P) + " rank " + std::to_string(p.rank) + " seed " +
-                          std::to_string(p.seed);
-  EXPECT_LE(Testing::rel_error(out.o, chunk_of(p.ro, p.rank, p.c, kind)), tol) << "O " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dq, chunk_of(p.rdq, p.rank, p.c, kind)), tol) << "dQ " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dk, chunk_of(p.rdk, p.rank, p.c, kind)), tol) << "dK " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dv, chunk_of(p.rdv, p.rank, p.c, kind)), tol) << "dV " << ctx;
+  return run_rows<T, L>(ring, p, kind);
 }
 
 class RingAttentionTest : public ::testing::TestWithParam<RingKind> {};
@@ -174,7 +90,7 @@ TEST_P(RingAttentionTest, AnyInputLayoutMatchesRowMajorBitwise) {
   const auto p     = make_problem(1, chunk_len(13), 4, 2, 16);
   const auto right = run_ring(p, GetParam());
   expect_matches_reference(p, right, GetParam(), "LayoutRight");
-  const Outputs others[] = {run_ring<Kokkos::LayoutLeft>(p, GetParam()),
+  const Outputs<RingStats> others[] = {run_ring<Kokkos::LayoutLeft>(p, GetParam()),
                             run_ring<Kokkos::LayoutStride>(p, GetParam())};
   const char* names[]    = {"LayoutLeft", "LayoutStride"};
   for (int i = 0; i < 2; ++i) {

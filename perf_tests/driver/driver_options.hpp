@@ -9,7 +9,7 @@
 namespace DistAttn::Driver {
 
 struct Options {
-  std::string schedule = "balanced";  // local | ring | balanced | zigzag | grid2d-no | grid2d-o
+  std::string schedule = "balanced";  // local | ring | balanced | zigzag | ulysses | grid2d-no | grid2d-o
   std::string grid;                   // "RxC" for grid2d-*, empty = auto
   std::string dtype = "float";
   std::string comm;  // mpi | nccl; empty = nccl where built, else mpi
@@ -24,7 +24,7 @@ struct Options {
 
 inline void print_usage(std::ostream& os) {
   os << "usage: mpiexec -n P distattn-run [options]\n"
-        "  --schedule local|ring|balanced|zigzag|grid2d-no|grid2d-o   (default balanced)\n"
+        "  --schedule local|ring|balanced|zigzag|ulysses|grid2d-no|grid2d-o   (default balanced)\n"
         "  --grid RxC          process grid for grid2d-* (default: chosen from P and heads)\n"
         "  --ranks P           expected number of MPI ranks (error if different)\n"
         "  --seq N             global sequence length (default 2048)\n"

@@ -1,0 +1,70 @@
+#pragma once
+/// @file ulysses/ulysses_types.hpp
+/// Options, head assignment and instrumentation of the Ulysses executor
+/// (ulysses_attention.hpp): all-to-all from sequence shards to head shards.
+
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/executor/executor_options.hpp>
+
+#include <array>
+#include <cstdint>
+
+namespace DistAttn {
+
+struct UlyssesOptions : ExecutorOptions {};
+
+/// @brief Which heads rank g works on after the all-to-all.
+///
+/// Query heads are split evenly: rank g holds heads [g H/P, (g+1) H/P), so P must
+/// divide H. K/V heads follow their query heads (query head h reads K/V head
+/// h / (H / Hkv)):
+///  - Hkv divisible by P: rank g holds K/V heads [g Hkv/P, (g+1) Hkv/P);
+///  - P divisible by Hkv (fewer K/V heads than ranks): K/V head g Hkv / P is
+///    replicated to the P / Hkv ranks whose query heads read it, each holding that
+///    one head; their dK/dV contributions are summed when they travel back.
+/// Other combinations cannot give every rank whole K/V heads and are rejected.
+struct UlyssesHeads {
+  int ranks = 1, heads = 1, kv_heads = 1;
+
+  UlyssesHeads(int P, int H, int Hkv) : ranks(P), heads(H), kv_heads(Hkv) {
+    constexpr const char* where = "DistAttn::UlyssesAttention";
+    DISTATTN_REQUIRE(P >= 1 && H >= 1 && Hkv >= 1 && H % Hkv == 0, where,
+                     "heads (" << H << ") must be a positive multiple of kv_heads (" << Hkv << ")");
+    DISTATTN_REQUIRE(H % P == 0, where,
+                     "heads (" << H << ") must be divisible by the number of ranks P=" << P
+                               << ": Ulysses gives every rank H/P whole heads (use the hybrid executor or a "
+                                  "sequence executor for this P)");
+    DISTATTN_REQUIRE(Hkv % P == 0 || P % Hkv == 0, where,
+                     "kv_heads (" << Hkv << ") and the number of ranks P=" << P
+                                  << " must divide one another: each rank needs whole K/V heads");
+  }
+  int local_heads() const { return heads / ranks; }
+  int local_kv_heads() const { return kv_heads >= ranks ? kv_heads / ranks : 1; }
+  int first_head(int g) const { return g * local_heads(); }
+  int first_kv_head(int g) const { return int(std::int64_t(g) * kv_heads / ranks); }
+  /// Ranks that hold each K/V head (1 unless K/V heads are replicated).
+  int kv_replicas() const { return kv_heads >= ranks ? 1 : ranks / kv_heads; }
+};
+
+/// @brief What travels, each as one all-to-all.
+enum class UlyssesPhase : int {
+  QKV = 0,  ///< forward: q, k, v to head shards (backward, when not saved from forward)
+  Out,      ///< forward: O and LSE back to sequence shards
+  DOut,     ///< backward: dO and Delta to head shards
+  Grad,     ///< backward: dQ, dK, dV (fp32) back to sequence shards
+};
+inline constexpr int kNumUlyssesPhases = 4;
+
+inline const char* to_string(UlyssesPhase p) {
+  switch (p) {
+    case UlyssesPhase::QKV: return "qkv";
+    case UlyssesPhase::Out: return "out";
+    case UlyssesPhase::DOut: return "dout";
+    case UlyssesPhase::Grad: return "grad";
+  }
+  return "?";
+}
+
+struct UlyssesStats : PassStats<UlyssesPhase, kNumUlyssesPhases> {};
+
+}  // namespace DistAttn
