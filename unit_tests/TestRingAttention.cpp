@@ -30,7 +30,7 @@ Outputs<RingStats> run_ring(const Problem& p, RingKind kind, double delay_ms = 0
   opts.causal        = p.causal;
   opts.recv_delay_ms = delay_ms;
   RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
-  return run_rows<T, L>(ring, p, kind);
+  return run_rows<T, L>(ring, p, ring_positions(p.P, p.c, kind));
 }
 
 class RingAttentionTest : public ::testing::TestWithParam<RingKind> {};

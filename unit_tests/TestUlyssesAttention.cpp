@@ -25,7 +25,7 @@ Outputs<UlyssesStats> run_ulysses(const Problem& p) {
   UlyssesOptions opts;
   opts.causal = p.causal;
   Uly u(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
-  return run_rows<T, L>(u, p, RingKind::Vanilla);
+  return run_rows<T, L>(u, p, ring_positions(p.P, p.c, RingKind::Vanilla));
 }
 
 /// K/V head counts that exercise every assignment at this P: one per query head

@@ -50,17 +50,27 @@ Problem make_problem(int B, int c, int H, int Hkv, int D, bool causal = true) {
   return p;
 }
 
-/// Rows of rank `rank` under the kind's layout.
-HostTensor chunk_of(const HostTensor& g, int rank, int c, RingKind kind = RingKind::Vanilla) {
-  const RingLayout layout(int(g.extent(1)) / c, c, kind);
-  HostTensor out("chunk", g.extent(0), c, g.extent(2), g.extent(3));
+/// Rows of rank `rank`: local row i is global row pos(rank, i).
+template <class Pos>
+HostTensor rows_of(const HostTensor& g, int rank, int c, const Pos& pos) {
+  HostTensor out("rows", g.extent(0), c, g.extent(2), g.extent(3));
   for (int i = 0; i < c; ++i) {
-    const auto pos = layout.position(rank, i);
+    const auto p = pos(rank, i);
     for (std::size_t b = 0; b < g.extent(0); ++b)
       for (std::size_t h = 0; h < g.extent(2); ++h)
-        for (std::size_t d = 0; d < g.extent(3); ++d) out(b, i, h, d) = g(b, pos, h, d);
+        for (std::size_t d = 0; d < g.extent(3); ++d) out(b, i, h, d) = g(b, p, h, d);
   }
   return out;
+}
+
+/// Where a ring kind puts local row i of rank r.
+inline auto ring_positions(int P, int c, RingKind kind) {
+  return [layout = RingLayout(P, c, kind)](int r, std::int64_t i) { return layout.position(r, i); };
+}
+
+/// Rows of rank `rank` under the kind's layout.
+inline HostTensor chunk_of(const HostTensor& g, int rank, int c, RingKind kind = RingKind::Vanilla) {
+  return rows_of(g, rank, c, ring_positions(int(g.extent(1)) / c, c, kind));
 }
 
 template <class Stats>
@@ -69,15 +79,15 @@ struct Outputs {
   Stats fwd, bwd;
 };
 
-/// One forward and backward of `ex` on this rank's rows of `p` (layout of `kind`),
-/// with every tensor argument (inputs, outputs, LSE) in layout L.
-template <class T, class L = Kokkos::LayoutRight, class E>
-auto run_rows(E& ex, const Problem& p, RingKind kind) {
+/// One forward and backward of `ex` on this rank's rows of `p` (local row i of
+/// rank r is global row pos(r, i)), with every tensor argument in layout L.
+template <class T, class L = Kokkos::LayoutRight, class E, class Pos>
+auto run_rows(E& ex, const Problem& p, const Pos& pos) {
   using Acc = accum_t<T>;
-  auto q    = to_device_as<T, L>(chunk_of(p.q, p.rank, p.c, kind), "q");
-  auto k    = to_device_as<T, L>(chunk_of(p.k, p.rank, p.c, kind), "k");
-  auto v    = to_device_as<T, L>(chunk_of(p.v, p.rank, p.c, kind), "v");
-  auto d    = to_device_as<T, L>(chunk_of(p.dout, p.rank, p.c, kind), "do");
+  auto q    = to_device_as<T, L>(rows_of(p.q, p.rank, p.c, pos), "q");
+  auto k    = to_device_as<T, L>(rows_of(p.k, p.rank, p.c, pos), "k");
+  auto v    = to_device_as<T, L>(rows_of(p.v, p.rank, p.c, pos), "v");
+  auto d    = to_device_as<T, L>(rows_of(p.dout, p.rank, p.c, pos), "do");
   auto o    = alloc_as<T, L>("o", p.B, p.c, p.H, p.D);
   auto dq   = alloc_as<T, L>("dq", p.B, p.c, p.H, p.D);
   auto dk   = alloc_as<T, L>("dk", p.B, p.c, p.Hkv, p.D);
@@ -95,17 +105,21 @@ auto run_rows(E& ex, const Problem& p, RingKind kind) {
   return out;
 }
 
-template <class Out>
-void expect_matches_reference(const Problem& p, const Out& out, RingKind kind, const std::string& what = "") {
-  const double tol = 1e-11;
-  const std::string ctx = std::string(to_string(kind)) + " layout" + (p.causal ? " causal " : " full ") + what +
-                          " P=" + std::to_string(p.P) + " rank " + std::to_string(p.rank) + " seed " +
-                          std::to_string(p.seed);
-  EXPECT_LE(Testing::rel_error(out.o, chunk_of(p.ro, p.rank, p.c, kind)), tol) << "O " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dq, chunk_of(p.rdq, p.rank, p.c, kind)), tol) << "dQ " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dk, chunk_of(p.rdk, p.rank, p.c, kind)), tol) << "dK " << ctx;
-  EXPECT_LE(Testing::rel_error(out.dv, chunk_of(p.rdv, p.rank, p.c, kind)), tol) << "dV " << ctx;
+/// This rank's outputs against the reference rows `pos` gives it.
+template <class Out, class Pos>
+void expect_rows_match(const Problem& p, const Out& out, const Pos& pos, const std::string& what) {
+  const double tol      = 1e-11;
+  const std::string ctx = what + (p.causal ? " causal" : " full") + " P=" + std::to_string(p.P) + " rank " +
+                          std::to_string(p.rank) + " seed " + std::to_string(p.seed);
+  EXPECT_LE(Testing::rel_error(out.o, rows_of(p.ro, p.rank, p.c, pos)), tol) << "O " << ctx;
+  EXPECT_LE(Testing::rel_error(out.dq, rows_of(p.rdq, p.rank, p.c, pos)), tol) << "dQ " << ctx;
+  EXPECT_LE(Testing::rel_error(out.dk, rows_of(p.rdk, p.rank, p.c, pos)), tol) << "dK " << ctx;
+  EXPECT_LE(Testing::rel_error(out.dv, rows_of(p.rdv, p.rank, p.c, pos)), tol) << "dV " << ctx;
 }
 
+template <class Out>
+void expect_matches_reference(const Problem& p, const Out& out, RingKind kind, const std::string& what = "") {
+  expect_rows_match(p, out, ring_positions(p.P, p.c, kind), std::string(to_string(kind)) + " layout " + what);
+}
 
 }  // namespace DistAttn::Test

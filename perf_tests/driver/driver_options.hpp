@@ -9,8 +9,10 @@
 namespace DistAttn::Driver {
 
 struct Options {
-  std::string schedule = "balanced";  // local | ring | balanced | zigzag | ulysses | grid2d-no | grid2d-o
-  std::string grid;                   // "RxC" for grid2d-*, empty = auto
+  std::string schedule = "balanced";  // local | ring | balanced | zigzag | ulysses | hybrid | grid2d-no | grid2d-o
+  std::string grid;                   // "RxC" for grid2d-* (and a grid2d inner executor), empty = auto
+  int ulysses = 0;                    // hybrid: Ulysses degree U (0 = largest that fits)
+  std::string inner = "zigzag";       // hybrid: ring | balanced | zigzag | grid2d-no | grid2d-o
   std::string dtype = "float";
   std::string comm;  // mpi | nccl; empty = nccl where built, else mpi
   int ranks = -1;  // -1: whatever mpiexec started
@@ -24,8 +26,11 @@ struct Options {
 
 inline void print_usage(std::ostream& os) {
   os << "usage: mpiexec -n P distattn-run [options]\n"
-        "  --schedule local|ring|balanced|zigzag|ulysses|grid2d-no|grid2d-o   (default balanced)\n"
+        "  --schedule local|ring|balanced|zigzag|ulysses|hybrid|grid2d-no|grid2d-o   (default balanced)\n"
         "  --grid RxC          process grid for grid2d-* (default: chosen from P and heads)\n"
+        "  --ulysses U         hybrid: Ulysses degree over heads (default: the largest that fits)\n"
+        "  --inner KIND        hybrid: ring|balanced|zigzag|grid2d-no|grid2d-o inside each head group\n"
+        "                      (default zigzag)\n"
         "  --ranks P           expected number of MPI ranks (error if different)\n"
         "  --seq N             global sequence length (default 2048)\n"
         "  --batch B --heads H --kv-heads Hkv --dim d   (defaults 1, 4, 2, 64)\n"
@@ -47,6 +52,8 @@ inline Options parse_options(int argc, char** argv) {
   o.help           = a.flag({"-h", "--help"});
   o.schedule       = a.str({"--schedule"}, o.schedule);
   o.grid           = a.str({"--grid"}, o.grid);
+  o.ulysses        = int(a.integer({"--ulysses"}, o.ulysses));
+  o.inner          = a.str({"--inner"}, o.inner);
   o.dtype          = a.str({"--dtype"}, o.dtype);
   o.comm           = a.str({"--comm"}, o.comm);
   o.ranks          = int(a.integer({"--ranks"}, o.ranks));

@@ -3,6 +3,7 @@
 
 #include "driver_options.hpp"
 #include "run_ring.hpp"
+#include "run_hybrid.hpp"
 #include "run_ulysses.hpp"
 #if __has_include("run_grid2d.hpp")
 #include "run_grid2d.hpp"
@@ -18,10 +19,11 @@ int run_typed(const Options& o, MPI_Comm comm) {
   if (o.schedule == "local") return run_local<T>(o, comm);
   if (o.schedule == "ring" || o.schedule == "balanced" || o.schedule == "zigzag") return run_ring<T>(o, comm);
   if (o.schedule == "ulysses") return run_ulysses<T>(o, comm);
+  if (o.schedule == "hybrid") return run_hybrid<T>(o, comm);
 #if DISTATTN_DRIVER_HAS_GRID2D
   if (o.schedule == "grid2d-no" || o.schedule == "grid2d-o") return run_grid2d<T>(o, comm);
 #endif
-  throw InvalidArgument("--schedule '" + o.schedule + "' is not one of local, ring, balanced, zigzag, ulysses" +
+  throw InvalidArgument("--schedule '" + o.schedule + "' is not one of local, ring, balanced, zigzag, ulysses, hybrid" +
                         (DISTATTN_DRIVER_HAS_GRID2D ? ", grid2d-no, grid2d-o" : ""));
 }
 

@@ -134,6 +134,41 @@ class StagedInput {
   RowStats<T, Mem> buf3_;
 };
 
+/// q and k against an executor's configuration: q [batch, rows, heads, head_dim],
+/// k with `rows` tokens and kv_heads heads (`rows_name` says what rows are).
+template <class QV, class KV>
+void check_executor_extents(const char* where, const QV& q, const KV& k, int batch, std::int64_t rows, int heads,
+                            int kv_heads, int head_dim, const char* rows_name = "chunk") {
+  DISTATTN_REQUIRE(std::int64_t(q.extent(0)) == batch && std::int64_t(q.extent(1)) == rows &&
+                       std::int64_t(q.extent(2)) == heads && std::int64_t(q.extent(3)) == head_dim,
+                   where,
+                   "'q' must be [batch=" << batch << ", " << rows_name << "=" << rows << ", heads=" << heads
+                                         << ", head_dim=" << head_dim << "] as configured, got [" << q.extent(0)
+                                         << ", " << q.extent(1) << ", " << q.extent(2) << ", " << q.extent(3) << "]");
+  DISTATTN_REQUIRE(std::int64_t(k.extent(1)) == rows && std::int64_t(k.extent(2)) == kv_heads, where,
+                   "'k' must hold " << rows_name << "=" << rows << " tokens and kv_heads=" << kv_heads
+                                    << " heads, got " << k.extent(1) << " tokens and " << k.extent(2) << " heads");
+}
+
+/// Which inputs the last forward saw (data pointers): a backward given the same
+/// Views may reuse what forward derived from them. Like autograd, it assumes the
+/// caller did not modify them in between.
+class SavedInputs {
+ public:
+  template <class... V>
+  void remember(const V&... v) {
+    ptrs_ = {static_cast<const void*>(v.data())...};
+  }
+  template <class... V>
+  bool same(const V&... v) const {
+    return !ptrs_.empty() && ptrs_ == std::vector<const void*>{static_cast<const void*>(v.data())...};
+  }
+  void clear() { ptrs_.clear(); }
+
+ private:
+  std::vector<const void*> ptrs_;
+};
+
 /// One named value of an executor's configuration; every rank must hold the same.
 struct ConfigField {
   const char* name;

@@ -29,14 +29,15 @@ class PassRecorder {
 
   /// Starts a pass: `fresh` becomes the stats (executor-specific fields set).
   void begin(const Stats& fresh) {
-    stats_ = fresh;
+    stats_         = fresh;
+    inner_compute_ = 0;
     timer_.reset();
     t0_ = std::chrono::steady_clock::now();
   }
   /// Ends a pass: waits for the compute instance, then reads the clocks.
   void end(const char* label) {
     compat::fence(compute_, label);
-    stats_.compute_s = timer_.total();
+    stats_.compute_s = timer_.total() + inner_compute_;
     stats_.total_s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
   /// One building-block call, timed on the compute instance.
@@ -57,6 +58,18 @@ class PassRecorder {
   }
   void posted() { ++stats_.transfers; }
   void merged() { ++stats_.merges; }
+  /// Adds a nested executor's pass (a hybrid's inner sequence executor): its
+  /// tiles, waits and counts, and its bytes under kind `k`.
+  template <class Inner, class Kind>
+  void absorb(const Inner& inner, Kind k) {
+    inner_compute_ += inner.compute_s;
+    stats_.wait_s += inner.wait_s;
+    stats_.tasks += inner.tasks;
+    stats_.merges += inner.merges;
+    stats_.transfers += inner.transfers;
+    sent(k, inner.total_sent());
+    received(k, inner.total_received());
+  }
 
   /// Makes the compute instance wait for `reqs` (host wait on MPI, stream wait on
   /// NCCL) and clears them. `has_receive`: data arrives through them, so the
@@ -78,6 +91,7 @@ class PassRecorder {
   double delay_ms_;
   bool skip_;
   Stats stats_{};
+  double inner_compute_ = 0;
   std::chrono::steady_clock::time_point t0_{};
 };
 

@@ -374,15 +374,7 @@ class RingAttention {
   template <class QV, class KV, class VV>
   void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
     Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
-    DISTATTN_REQUIRE(int(q.extent(0)) == B_ && int(q.extent(1)) == c_ && int(q.extent(2)) == H_ &&
-                         int(q.extent(3)) == D_,
-                     where,
-                     "'q' must be [" << B_ << ", " << c_ << ", " << H_ << ", " << D_ << "] as configured, got ["
-                                     << q.extent(0) << ", " << q.extent(1) << ", " << q.extent(2) << ", "
-                                     << q.extent(3) << "]");
-    DISTATTN_REQUIRE(int(k.extent(1)) == c_ && int(k.extent(2)) == Hkv_, where,
-                     "'k' must hold " << c_ << " tokens and " << Hkv_ << " kv heads, got " << k.extent(1)
-                                      << " tokens and " << k.extent(2) << " heads");
+    Impl::check_executor_extents(where, q, k, B_, c_, H_, Hkv_, D_);
   }
 
   bool zigzag() const { return opts_.kind == RingKind::Zigzag; }

@@ -50,10 +50,11 @@ struct UlyssesHeads {
 enum class UlyssesPhase : int {
   QKV = 0,  ///< forward: q, k, v to head shards (backward, when not saved from forward)
   Out,      ///< forward: O and LSE back to sequence shards
-  DOut,     ///< backward: dO and Delta to head shards
+  DOut,     ///< backward: dO with LSE and Delta (hybrid: with O and LSE) to head shards
   Grad,     ///< backward: dQ, dK, dV (fp32) back to sequence shards
+  Inner,    ///< hybrid only: the sequence executor inside each head group
 };
-inline constexpr int kNumUlyssesPhases = 4;
+inline constexpr int kNumUlyssesPhases = 5;
 
 inline const char* to_string(UlyssesPhase p) {
   switch (p) {
@@ -61,10 +62,12 @@ inline const char* to_string(UlyssesPhase p) {
     case UlyssesPhase::Out: return "out";
     case UlyssesPhase::DOut: return "dout";
     case UlyssesPhase::Grad: return "grad";
+    case UlyssesPhase::Inner: return "inner";
   }
   return "?";
 }
 
+/// Instrumentation of the Ulysses and hybrid executors.
 struct UlyssesStats : PassStats<UlyssesPhase, kNumUlyssesPhases> {};
 
 }  // namespace DistAttn
