@@ -32,16 +32,18 @@
 // Deterministic mode (semaphore != nullptr): the writer of key tile kt waits until
 // the (batch, head, query tile) semaphore reads kt before adding its dQ tile, waits
 // for the additions to complete and then increments it, so dq receives the key
-// tiles' contributions in key-tile order (and, for d = 64, the two warpgroups'
-// partials in warpgroup order) whatever the schedule: bitwise reproducible. Every
+// tiles' contributions in key-tile order (for d = 64, warpgroup 1 first adds
+// warpgroup 0's partial tile to its own in shared memory) whatever the schedule: bitwise reproducible. Every
 // key tile below kt contributes to every query tile kt does (the row limits are
 // non-decreasing), and CTAs start in linear blockIdx order, in which key tile kt - 1
 // of a head comes before kt, so the waits always end. The grid is heads-fastest
 // there, so that the CTAs running together form many short chains (NOTES.md run 23).
 //
-// Measured slower and removed (NOTES.md runs 22 and 24): issuing the next step's
-// S^T / dP^T before waiting for dK (the stage then goes back a step later and the
-// copies land late), and issuing dV before the dS math (consumer spills at d = 128).
+// Measured slower and removed (NOTES.md runs 22, 24, 26, 28): issuing the next
+// step's S^T / dP^T before waiting for dK (the stage then goes back a step later and
+// the copies land late); issuing dV before the dS math (consumer spills at d = 128);
+// dQ split by keys at d = 128 (no exchange, but twice the reduction bytes); the
+// default grid heads-fastest (less Q / dO sharing in L2).
 
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
@@ -108,8 +110,9 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(kOffBar + 8 * (1 + 2 * NQS) + 1024 <= uint32_t(Cfg::kSmemBytes), "shared-memory plan");
 
   // Named barriers (0 is __syncthreads): dS^T exchange, dQ tile empty / full per
-  // consumer warpgroup (128 consumers + the 32 writer threads), per-warpgroup dS^T.
-  constexpr int kBarPdS = 1, kBarDqEmpty = 2, kBarDqFull = 4, kBarWgDs = 6;
+  // consumer warpgroup (128 consumers + the 32 writer threads), per-warpgroup dS^T,
+  // deterministic d = 64: warpgroup 0's partial dQ tile complete for warpgroup 1.
+  constexpr int kBarPdS = 1, kBarDqEmpty = 2, kBarDqFull = 4, kBarWgDs = 6, kBarDqSum = 8;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t base = (smem_u32(smem) + 1023u) & ~1023u;
@@ -222,6 +225,8 @@ __global__ void __launch_bounds__(384, 1)
         }
 #pragma unroll
         for (int w = 0; w < 2; ++w) {
+          // Deterministic d = 64: warpgroup 1's tile holds the sum of both partials.
+          if (kDqSplitKeys && sem != nullptr && w == 0) continue;
           named_barrier(kBarDqFull + w, 160);  // warpgroup w's dQ tile is in shared memory
           if (lane == 0) {
             const int c0 = kDqSplitKeys ? 0 : 64 * w;
@@ -229,15 +234,14 @@ __global__ void __launch_bounds__(384, 1)
             for (int blk = 0; blk < 2; ++blk)
               tma_reduce_add_4d(&tm.dq, sdQ0 + w * kDqBytes + blk * (kDqBytes / 2), c0 + 32 * blk, qt * BM, h, b);
             bulk_commit();
-            // Deterministic d = 64: the two partials go to the same elements, in order.
-            if (kDqSplitKeys && sem != nullptr) bulk_wait_all();
           }
         }
         if (lane == 0) bulk_wait_read();
         __syncwarp();
         if (it + 1 < n_iter) {  // the consumers may overwrite the tiles
 #pragma unroll
-          for (int w = 0; w < 2; ++w) named_barrier_arrive(kBarDqEmpty + w, 160);
+          for (int w = 0; w < 2; ++w)
+            if (!(kDqSplitKeys && sem != nullptr && w == 0)) named_barrier_arrive(kBarDqEmpty + w, 160);
         }
         if (sem != nullptr && lane == 0) {  // the next key tile may add once ours have landed
           bulk_wait_all();
@@ -419,8 +423,12 @@ __global__ void __launch_bounds__(384, 1)
     fence_regs(pa);
     // scale dQ into this warpgroup's tile: 2 boxes of 32 columns x 64 rows, 128-byte
     // swizzled (the tensor map's layout): row r, 16-byte chunk c at c ^ (r % 8).
-    if (it > 0) named_barrier(kBarDqEmpty + wg, 160);  // the writer has read the previous tile
-    {
+    // Deterministic d = 64: warpgroup 0's partial goes to its tile, warpgroup 1 adds
+    // it to its own (the thread with the same index holds the same elements) and only
+    // tile 1 is added to dq; both warpgroups sync around that hand-over.
+    const bool det_sum = kDqSplitKeys && semaphore != nullptr;
+    if (it > 0 && !(det_sum && wg == 0)) named_barrier(kBarDqEmpty + wg, 160);  // the writer read the last tile
+    auto store_dq = [&](bool add_tile0) {
       const uint32_t sdQ = sdQ0 + wg * kDqBytes;
 #pragma unroll
       for (int j = 0; j < 8; ++j)
@@ -428,13 +436,27 @@ __global__ void __launch_bounds__(384, 1)
         for (int r = 0; r < 2; ++r) {
           const int row = warp * 16 + g + 8 * r;
           const int c   = 2 * (j & 3) + (t >> 1);
-          const uint32_t a = sdQ + (j >> 2) * (kDqBytes / 2) + row * 128 + ((c ^ (row & 7)) << 4) + (t & 1) * 8;
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(a), "f"(p.scale * dq[4 * j + 2 * r]),
-                       "f"(p.scale * dq[4 * j + 2 * r + 1]));
+          const uint32_t o = (j >> 2) * (kDqBytes / 2) + row * 128 + ((c ^ (row & 7)) << 4) + (t & 1) * 8;
+          float x = p.scale * dq[4 * j + 2 * r], y = p.scale * dq[4 * j + 2 * r + 1];
+          if (add_tile0) {
+            float x0, y0;
+            asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(x0), "=f"(y0) : "r"(sdQ0 + o) : "memory");
+            x = x0 + x;
+            y = y0 + y;
+          }
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sdQ + o), "f"(x), "f"(y) : "memory");
         }
+    };
+    if (det_sum) {
+      if (wg == 0) store_dq(false);
+      named_barrier(kBarDqSum, 256);  // tile 0 complete
+      if (wg == 1) store_dq(true);
+      named_barrier(kBarDqSum, 256);  // tile 0 read: free for the next step
+    } else {
+      store_dq(false);
     }
     fence_proxy_async();
-    named_barrier_arrive(kBarDqFull + wg, 160);
+    if (!(det_sum && wg == 0)) named_barrier_arrive(kBarDqFull + wg, 160);
     wgmma_wait<0>();
     fence_regs(dk);
     fence_regs(sa);
