@@ -106,8 +106,8 @@ struct Outputs {
   HostTensor o, dq, dk, dv;
   HostStats lse;
   Grid2DStats fwd, bwd;
-  GridDims dims;
-  GridCoords coords;
+  GridShape dims;
+  GridCoord coords;
 };
 
 struct RunConfig {

@@ -8,7 +8,7 @@
 
 #include <DistAttn/comm/communicator.hpp>
 #include <DistAttn/comm/counters.hpp>
-#include <DistAttn/comm/grid_layout.hpp>
+#include <DistAttn/schedule/grid2d_shape.hpp>
 #include <DistAttn/comm/request.hpp>
 #include <DistAttn/comm/spaces.hpp>
 #include <DistAttn/comm/timeout.hpp>

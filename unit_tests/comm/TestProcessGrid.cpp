@@ -14,27 +14,27 @@ namespace {
 
 // ---- pure layout checks (no communication) ---------------------------------
 
-std::set<long> tokens_qp(const GridLayout& g, int p, int n_local) {  // Qp: {p + i*P}
+std::set<long> tokens_qp(const GridShape& g, int p, int n_local) {  // Qp: {p + i*P}
   std::set<long> s;
   for (int i = 0; i < n_local; ++i) s.insert(p + long(i) * g.size());
   return s;
 }
-std::set<long> tokens_kt(const GridLayout& g, GridCoords rc, int n_local) {  // Kt(r,c): {C r + c + i P}
+std::set<long> tokens_kt(const GridShape& g, GridCoord rc, int n_local) {  // Kt(r,c): {C r + c + i P}
   std::set<long> s;
   for (int i = 0; i < n_local; ++i) s.insert(g.cols * rc.row + rc.col + long(i) * g.size());
   return s;
 }
 
-TEST(GridLayout, PermutationForAllShapesUpTo8x8) {
+TEST(GridShape, PermutationForAllShapesUpTo8x8) {
   const int n_local = 3;
   for (int R = 1; R <= 8; ++R) {
     for (int C = 1; C <= 8; ++C) {
-      const GridLayout g{R, C};
+      const GridShape g{R, C};
       const int P = R * C;
       const long N = long(P) * n_local;
       std::vector<int> seen_source(P, 0);
       for (int p = 0; p < P; ++p) {
-        const GridCoords rc = g.coords_of(p);
+        const GridCoord rc = g.coord_of(p);
         ASSERT_EQ(g.rank_of(rc), p);
         ASSERT_EQ(rc.row, p % R);
         ASSERT_EQ(rc.col, p / R);
@@ -46,9 +46,9 @@ TEST(GridLayout, PermutationForAllShapesUpTo8x8) {
         // The shard that arrives from src is exactly Kt(r, c) (SPEC §3.12).
         EXPECT_EQ(tokens_qp(g, src, n_local), tokens_kt(g, rc, n_local)) << R << "x" << C << " p=" << p;
         // What p sends lands on dst, whose Kt shard it is.
-        EXPECT_EQ(tokens_qp(g, p, n_local), tokens_kt(g, g.coords_of(dst), n_local));
+        EXPECT_EQ(tokens_qp(g, p, n_local), tokens_kt(g, g.coord_of(dst), n_local));
         if (R == C) {
-          EXPECT_EQ(src, g.rank_of(GridCoords{rc.col, rc.row})) << "square grids swap (r,c)";
+          EXPECT_EQ(src, g.rank_of(GridCoord{rc.col, rc.row})) << "square grids swap (r,c)";
         }
       }
       for (int p = 0; p < P; ++p) EXPECT_EQ(seen_source[p], 1) << "transpose_source is a permutation";
@@ -56,7 +56,7 @@ TEST(GridLayout, PermutationForAllShapesUpTo8x8) {
       for (int c = 0; c < C; ++c) {
         std::set<long> kg, expected;
         for (int r = 0; r < R; ++r) {
-          auto t = tokens_kt(g, GridCoords{r, c}, n_local);
+          auto t = tokens_kt(g, GridCoord{r, c}, n_local);
           kg.insert(t.begin(), t.end());
         }
         for (long b = 0; b < N / C; ++b) expected.insert(c + b * C);
@@ -65,7 +65,7 @@ TEST(GridLayout, PermutationForAllShapesUpTo8x8) {
       for (int r = 0; r < R; ++r) {
         std::set<long> qg, expected;
         for (int c = 0; c < C; ++c) {
-          auto t = tokens_qp(g, g.rank_of(GridCoords{r, c}), n_local);
+          auto t = tokens_qp(g, g.rank_of(GridCoord{r, c}), n_local);
           qg.insert(t.begin(), t.end());
         }
         for (long a = 0; a < N / R; ++a) expected.insert(r + a * R);

@@ -5,8 +5,8 @@
 /// Communicator interface, so it works for MpiSpace and NcclSpace alike.
 
 #include <DistAttn/comm/communicator.hpp>
-#include <DistAttn/comm/grid_layout.hpp>
 #include <DistAttn/core/error.hpp>
+#include <DistAttn/schedule/grid2d_shape.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -31,15 +31,14 @@ class ProcessGrid2D {
   /// Collective over `world`. Throws InvalidArgument naming P, R and C unless
   /// R >= 1, C >= 1 and R*C == P (before any communication, on every rank alike).
   ProcessGrid2D(const communicator_type& world, int rows, int cols)
-      : layout_(checked_layout(world.size(), rows, cols)),
-        coords_(layout_.coords_of(world.rank())),
+      : shape_(checked_shape(world.size(), rows, cols)),
+        coords_(shape_.coord_of(world.rank())),
         world_(world.duplicate()),
         row_(member_of(world_.split(coords_.row, coords_.col), "row")),
         col_(member_of(world_.split(coords_.col, coords_.row), "column")) {}
 
-  GridDims dims() const { return GridDims{layout_.rows, layout_.cols}; }
-  GridCoords coords() const { return coords_; }
-  const GridLayout& layout() const { return layout_; }
+  GridShape dims() const { return shape_; }
+  GridCoord coords() const { return coords_; }
 
   /// The grid's own duplicate of the world communicator (transpose traffic).
   communicator_type& world() { return world_; }
@@ -52,17 +51,17 @@ class ProcessGrid2D {
   const communicator_type& col() const { return col_; }
 
   /// World rank whose Qp shard this rank needs as its Kt shard: C*r + c.
-  int transpose_source() const { return layout_.transpose_source(world_.rank()); }
+  int transpose_source() const { return shape_.transpose_source(world_.rank()); }
   /// World rank that needs this rank's Qp shard as its Kt shard.
-  int transpose_dest() const { return layout_.transpose_dest(world_.rank()); }
+  int transpose_dest() const { return shape_.transpose_dest(world_.rank()); }
 
  private:
-  static GridLayout checked_layout(int P, int R, int C) {
+  static GridShape checked_shape(int P, int R, int C) {
     DISTATTN_REQUIRE(R >= 1 && C >= 1 && std::int64_t(R) * std::int64_t(C) == std::int64_t(P),
                      "DistAttn::ProcessGrid2D",
                      "cannot arrange P=" << P << " ranks as an R x C grid with R=" << R << ", C=" << C
                                          << " (need R >= 1, C >= 1 and R*C == P)");
-    return GridLayout{R, C};
+    return GridShape{R, C};
   }
   static communicator_type member_of(std::optional<communicator_type>&& c, const char* what) {
     if (!c) {
@@ -72,8 +71,8 @@ class ProcessGrid2D {
     return std::move(*c);
   }
 
-  GridLayout layout_;
-  GridCoords coords_;
+  GridShape shape_;
+  GridCoord coords_;
   communicator_type world_;
   communicator_type row_;
   communicator_type col_;

@@ -93,7 +93,7 @@ class Grid2DAttention {
 
   const Grid2DLayout& layout() const { return layout_; }
   Grid& grid() { return *grid_; }
-  GridCoords coords() const { return GridCoords{r_, c_}; }
+  GridCoord coords() const { return GridCoord{r_, c_}; }
   int rows() const { return R_; }
   int cols() const { return C_; }
   /// Tokens per rank, N/P.
@@ -246,7 +246,7 @@ class Grid2DAttention {
     return os.str();
   }
 
-  static GridDims checked_dims(const Grid& g, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
+  static GridShape checked_dims(const Grid& g, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
                                const Grid2DOptions& opts) {
     check_sizes(g.dims().rows * g.dims().cols, batch, seq_len, heads, kv_heads, head_dim, opts);
     return g.dims();

@@ -17,17 +17,12 @@
 
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
+#include <DistAttn/schedule/grid2d_shape.hpp>
 
 #include <cstdint>
 #include <vector>
 
 namespace DistAttn {
-
-struct GridCoord {
-  int row = 0;
-  int col = 0;
-};
-inline bool operator==(const GridCoord& a, const GridCoord& b) { return a.row == b.row && a.col == b.col; }
 
 class Grid2DLayout {
  public:
@@ -42,6 +37,7 @@ class Grid2DLayout {
   }
 
   int rows() const { return rows_; }
+  GridShape shape() const { return GridShape{rows_, cols_}; }
   int cols() const { return cols_; }
   int num_ranks() const { return rows_ * cols_; }
   std::int64_t seq_len() const { return seq_len_; }
@@ -52,16 +48,16 @@ class Grid2DLayout {
   /// World rank of (r, c): column-major r + R*c.
   int rank(int r, int c) const {
     check_coord(r, c, "DistAttn::Grid2DLayout::rank");
-    return r + rows_ * c;
+    return shape().rank_of(GridCoord{r, c});
   }
   GridCoord coord(int rank) const {
     check_rank(rank, "DistAttn::Grid2DLayout::coord");
-    return GridCoord{rank % rows_, rank / rows_};
+    return shape().coord_of(rank);
   }
   /// Row-major index C*r + c: the offset of Kt(r, c).
   int row_major_index(int r, int c) const {
     check_coord(r, c, "DistAttn::Grid2DLayout::row_major_index");
-    return cols_ * r + c;
+    return shape().row_major_index(GridCoord{r, c});
   }
 
   PositionMap qp(int r, int c) const { return PositionMap{rank(r, c), num_ranks()}; }
@@ -84,16 +80,9 @@ class Grid2DLayout {
   std::int64_t col_gather_index(int krow, std::int64_t i) const { return krow + i * rows_; }
 
   /// World rank whose Qp (its own K_p, V_p) is Kt(r, c): this rank receives from it.
-  int transpose_source(int r, int c) const {
-    // Kt(r,c) starts at C r + c, and Qp of world rank p starts at p.
-    return row_major_index(r, c);
-  }
+  int transpose_source(int r, int c) const { return shape().transpose_source(rank(r, c)); }
   /// World rank whose Kt is Qp(r, c): this rank sends its K_p, V_p to it.
-  int transpose_dest(int r, int c) const {
-    // The receiver (r', c') has row-major index C r' + c' equal to our rank p.
-    const int p = rank(r, c);
-    return rank(p / cols_, p % cols_);
-  }
+  int transpose_dest(int r, int c) const { return shape().transpose_dest(rank(r, c)); }
 
   /// Causal mask of Qg(r) (position order) against Kg(c) (position order).
   Mask gathered_mask(int r, int c) const { return Mask::causal(qg(r), kg(c)); }

@@ -16,11 +16,47 @@
 
 namespace DistAttn {
 
+/// @brief Position of a rank in an R x C grid: row r in [0, R), column c in [0, C).
+struct GridCoord {
+  int row = 0;
+  int col = 0;
+};
+inline constexpr bool operator==(const GridCoord& a, const GridCoord& b) { return a.row == b.row && a.col == b.col; }
+
+/// @brief An R x C grid and its rank arithmetic (SPEC §3.2, §3.3, §3.12), the one
+/// grid type of the schedules, the process grid and the executor.
+///
+///   column-major (input/output layout Qp):  p = r + R*c   holds tokens {p + i*P}
+///   row-major    (K/V after transpose Kt):  q = C*r + c   holds tokens {q + i*P}
+///
+/// Example R = 2, C = 3 (P = 6); entry = column-major rank p at (r, c), and in
+/// brackets the world rank whose Qp shard p needs as its Kt shard (C*r + c):
+///
+///          c=0      c=1      c=2
+///   r=0   0 [0]    2 [1]    4 [2]
+///   r=1   1 [3]    3 [4]    5 [5]
+///
+/// so rank 1 receives from rank 3 and rank 3 sends to rank 1 ... a permutation,
+/// not a pairwise swap; for R == C it is the swap (r, c) <-> (c, r).
+/// A shape of 0 rows or 0 columns means "choose" where a request is taken.
 struct GridShape {
   int rows = 0;
   int cols = 0;
+
+  constexpr int size() const { return rows * cols; }
+  /// Column-major rank of (r, c): r + R*c.
+  constexpr int rank_of(GridCoord rc) const { return rc.row + rows * rc.col; }
+  constexpr GridCoord coord_of(int rank) const { return GridCoord{rank % rows, rank / rows}; }
+  /// Row-major index of (r, c): C*r + c — the rank whose Qp shard equals Kt(r, c).
+  constexpr int row_major_index(GridCoord rc) const { return cols * rc.row + rc.col; }
+  /// World rank whose Qp-layout shard rank `rank` needs as its Kt shard.
+  constexpr int transpose_source(int rank) const { return row_major_index(coord_of(rank)); }
+  /// World rank that needs rank `rank`'s Qp shard as its Kt shard. Inverse of transpose_source.
+  constexpr int transpose_dest(int rank) const { return rank_of(GridCoord{rank / cols, rank % cols}); }
 };
-inline bool operator==(const GridShape& a, const GridShape& b) { return a.rows == b.rows && a.cols == b.cols; }
+inline constexpr bool operator==(const GridShape& a, const GridShape& b) {
+  return a.rows == b.rows && a.cols == b.cols;
+}
 
 /// SPEC §3.12 forward volume of an R x C grid in units of 2 d N/P words:
 /// (C-1) G + (R-1).
