@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int BM = 64;   // queries per step
   constexpr int BN = 128;  // keys per CTA, 64 per consumer warpgroup
   static_assert(D == 64 || D == 128, "d 64 or 128");
-  constexpr int NQS = 2;  // Q / dO / statistics stages
+  constexpr int NQS = 2;  // Q / dO / statistics stages (3 fit at d = 64 only, and measured slower there)
   constexpr int NSC = BM / 2;
   constexpr int NKV = D / 2;
   constexpr bool kDqSplitKeys = D == 64;
@@ -185,19 +185,28 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
       for (int it = 0; it < n_iter; ++it) {
-        const int s = it & 1;
-        if (it >= NQS) mbar_wait(bar_empty(s), ((it >> 1) - 1) & 1);
+        const int s = it % NQS;
         int qt, h;
         q_tile(it, qt, h);
+        // The statistics are loaded before the wait for the stage, so their latency
+        // runs under it.
+        float lse_r[BM / 32], delta_r[BM / 32];
+        int lim_r[BM / 32];
 #pragma unroll
         for (int r = 0; r < BM / 32; ++r) {
-          const int row = lane + 32 * r, i = qt * BM + row;
+          const int i   = qt * BM + lane + 32 * r;
           const bool ok = i < p.seqlen_q;
           const std::int64_t ii = ok ? i : 0;
-          sLse[s * BM + row]   = ok ? p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + ii * p.lse_row_stride] : 0.f;
-          sDelta[s * BM + row] = ok ? p.delta[b * p.delta_batch_stride + h * p.delta_head_stride + ii * p.delta_row_stride] : 0.f;
-          sLim[s * BM + row] =
-              ok ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, i) : 0;
+          lse_r[r]   = ok ? p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + ii * p.lse_row_stride] : 0.f;
+          delta_r[r] = ok ? p.delta[b * p.delta_batch_stride + h * p.delta_head_stride + ii * p.delta_row_stride] : 0.f;
+          lim_r[r]   = ok ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, i) : 0;
+        }
+        if (it >= NQS) mbar_wait(bar_empty(s), ((it / NQS) - 1) & 1);
+#pragma unroll
+        for (int r = 0; r < BM / 32; ++r) {
+          sLse[s * BM + lane + 32 * r]   = lse_r[r];
+          sDelta[s * BM + lane + 32 * r] = delta_r[r];
+          sLim[s * BM + lane + 32 * r]   = lim_r[r];
         }
         if (lane == 0) {
           const uint32_t bar = bar_full(s);
@@ -335,7 +344,7 @@ __global__ void __launch_bounds__(384, 1)
   };
   // dS^T = P^T (dP^T - Delta), packed as the A operand of dK and stored [key][query]
   // for dQ.
-  auto compute_ds = [&](int s) {
+  auto compute_ds = [&](int s, int ds) {
     const float* delta_s = sDelta + s * BM;
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
@@ -353,7 +362,7 @@ __global__ void __launch_bounds__(384, 1)
         sa[kk][e]     = Ops::pack(dpt[idx], dpt[idx + 1]);
       }
     }
-    const uint32_t sdS = sdS0 + s * kSBytes;
+    const uint32_t sdS = sdS0 + ds * kSBytes;
     if constexpr (Cfg::kStmatrix) {
       // sa[kk][0..3] are the four 8 x 8 blocks (rows +0 / +8, queries 16 kk + 0 / 8)
       // of stmatrix's fragment layout: lane l gives the address of row l % 8 of block l / 8.
@@ -377,9 +386,9 @@ __global__ void __launch_bounds__(384, 1)
 
   mbar_wait(bar_kv, 0);
   for (int it = 0; it < n_iter; ++it) {
-    const int s = it & 1;
-    const uint32_t sQ = sQ0 + s * kQBytes, sdO = sdO0 + s * kQBytes, sdS = sdS0 + s * kSBytes;
-    mbar_wait(bar_full(s), (it >> 1) & 1);
+    const int s = it % NQS, ds = it & 1;  // Q / dO stage, dS^T stage
+    const uint32_t sQ = sQ0 + s * kQBytes, sdO = sdO0 + s * kQBytes, sdS = sdS0 + ds * kSBytes;
+    mbar_wait(bar_full(s), (it / NQS) & 1);
     issue_sdp(s);
     wgmma_wait<1>();
     fence_regs(st);
@@ -387,7 +396,7 @@ __global__ void __launch_bounds__(384, 1)
     pack_p();
     wgmma_wait<0>();
     fence_regs(dpt);
-    compute_ds(s);
+    compute_ds(s, ds);
     issue_dv(sdO);
     // dS^T rows that dQ reads are complete (async-proxy visible).
     fence_proxy_async();

@@ -156,8 +156,8 @@ using FwdTileD128 = WgFwdTile<128, 128, true, true>;
 using FwdTileD64 = WgFwdTile<64, 64, true, true>;
 // bwd: warp-specialized (producer warpgroup with TMA and the dQ bulk reductions, 2
 // consumer warpgroups of 64 keys at 224 registers, no spill). S = 32K causal, NOTES.md
-// run 25: d = 128 489.8 TF/s against 357.8 for the wgmma kernel before it (now its
-// fallback); d = 64 332.5 against 248.8. dS^T by stmatrix for d = 128 only: over runs
+// run 30: d = 128 508.5 TF/s against 367.0 for the wgmma kernel before it (now its
+// fallback); d = 64 362.8 against 248.7. dS^T by stmatrix for d = 128 only: over runs
 // 23-25 +2.3% at S = 32K, +1.2% at 16K, -3.2% at 8K (pairs spread 3-4%); at d = 64 no
 // consistent sign.
 using BwdTileD128 = WsBwdTile<128, true>;
