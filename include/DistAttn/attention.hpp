@@ -228,7 +228,8 @@ void attention_bwd_update(const Exec& exec, const QV& q, const KV& k, const VV& 
   Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
   const double scale = resolved_scale(opts, int(q.extent(3)));
   if (opts.path != KernelPath::Portable &&
-      Impl::TunedAttnBwdUpdate<Exec, T>::run(exec, q, k, v, dout, lse, delta, dq, dk, dv, opts.mask, scale))
+      Impl::TunedAttnBwdUpdate<Exec, T>::run(exec, q, k, v, dout, lse, delta, dq, dk, dv, opts.mask, scale,
+                                             opts.deterministic))
     return;
   Impl::AttnBwdPortable<Exec, QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV> f(q, k, v, dout, lse, delta, dq, dk, dv,
                                                                   opts.mask, scale);
