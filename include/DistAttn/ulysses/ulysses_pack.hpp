@@ -74,58 +74,79 @@ void unpack_heads(const Exec& exec, const Buf& buf, BlockSlot s, const HeadMap& 
       });
 }
 
+// The moves below go both ways (ToBuffer or back), so they are functors: a
+// device lambda may not capture a variable first inside `if constexpr`.
+
 /// buf[i] <- rows [i n, (i+1) n) of X ([B, P n, L, D]) for every i (ToBuffer), or the reverse.
+template <bool ToBuffer, class X, class Buf>
+struct TokenMove {
+  X x;
+  Buf buf;
+  BlockSlot s;
+  long B, n, L, D;
+  KOKKOS_INLINE_FUNCTION void operator()(long idx) const {
+    const long d = idx % D, hl = (idx / D) % L, j = (idx / (D * L)) % n, b = (idx / (D * L * n)) % B,
+               i = idx / (D * L * n * B);
+    const std::size_t e = std::size_t(i) * s.block + s.offset + std::size_t(((b * n + j) * L + hl) * D + d);
+    if constexpr (ToBuffer)
+      buf(e) = typename Buf::non_const_value_type(x(b, i * n + j, hl, d));
+    else
+      x(b, i * n + j, hl, d) = typename X::non_const_value_type(buf(e));
+  }
+};
 template <bool ToBuffer, class Exec, class X, class Buf>
 void move_tokens(const Exec& exec, const X& x, const Buf& buf, BlockSlot s, int ranks, const char* label) {
   const long B = long(x.extent(0)), n = long(x.extent(1)) / ranks, L = long(x.extent(2)), D = long(x.extent(3));
-  using BT = typename Buf::non_const_value_type;
-  using XT = typename X::non_const_value_type;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(ranks) * B * n * L * D),
-      KOKKOS_LAMBDA(long idx) {
-        const long d = idx % D, hl = (idx / D) % L, j = (idx / (D * L)) % n, b = (idx / (D * L * n)) % B,
-                   i = idx / (D * L * n * B);
-        const std::size_t e = std::size_t(i) * s.block + s.offset + std::size_t(((b * n + j) * L + hl) * D + d);
-        if constexpr (ToBuffer)
-          buf(e) = BT(x(b, i * n + j, hl, d));
-        else
-          x(b, i * n + j, hl, d) = XT(buf(e));
-      });
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(ranks) * B * n * L * D),
+                       TokenMove<ToBuffer, X, Buf>{x, buf, s, B, n, L, D});
 }
 
-/// Statistics ([B, heads, rows]): the same two moves, both directions.
+/// Statistics ([B, heads, rows]) between the sequence side's heads and per-rank blocks.
+template <bool ToBuffer, class S, class Buf>
+struct HeadStatsMove {
+  S st;
+  Buf buf;
+  BlockSlot s;
+  HeadMap m;
+  long B, n, L;
+  KOKKOS_INLINE_FUNCTION void operator()(long idx) const {
+    const long j = idx % n, hl = (idx / n) % L, b = (idx / (n * L)) % B, g = idx / (n * L * B);
+    const std::size_t e = std::size_t(g) * s.block + s.offset + std::size_t((b * L + hl) * n + j);
+    if constexpr (ToBuffer)
+      buf(e) = typename Buf::non_const_value_type(st(b, m.first(int(g)) + hl, j));
+    else
+      st(b, m.first(int(g)) + hl, j) = typename S::non_const_value_type(buf(e));
+  }
+};
 template <bool ToBuffer, class Exec, class S, class Buf>
 void move_head_stats(const Exec& exec, const S& st, const HeadMap& m, const Buf& buf, BlockSlot s,
                      const char* label) {
   const long B = long(st.extent(0)), n = long(st.extent(2)), L = m.local;
-  using BT = typename Buf::non_const_value_type;
-  using ST = typename S::non_const_value_type;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(m.ranks) * B * L * n),
-      KOKKOS_LAMBDA(long idx) {
-        const long j = idx % n, hl = (idx / n) % L, b = (idx / (n * L)) % B, g = idx / (n * L * B);
-        const std::size_t e = std::size_t(g) * s.block + s.offset + std::size_t((b * L + hl) * n + j);
-        if constexpr (ToBuffer)
-          buf(e) = BT(st(b, m.first(int(g)) + hl, j));
-        else
-          st(b, m.first(int(g)) + hl, j) = ST(buf(e));
-      });
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(m.ranks) * B * L * n),
+                       HeadStatsMove<ToBuffer, S, Buf>{st, buf, s, m, B, n, L});
 }
+
+/// Statistics ([B, heads, P n]) between the head side's rows and per-rank blocks.
+template <bool ToBuffer, class S, class Buf>
+struct TokenStatsMove {
+  S st;
+  Buf buf;
+  BlockSlot s;
+  long B, L, n;
+  KOKKOS_INLINE_FUNCTION void operator()(long idx) const {
+    const long j = idx % n, hl = (idx / n) % L, b = (idx / (n * L)) % B, i = idx / (n * L * B);
+    const std::size_t e = std::size_t(i) * s.block + s.offset + std::size_t((b * L + hl) * n + j);
+    if constexpr (ToBuffer)
+      buf(e) = typename Buf::non_const_value_type(st(b, hl, i * n + j));
+    else
+      st(b, hl, i * n + j) = typename S::non_const_value_type(buf(e));
+  }
+};
 template <bool ToBuffer, class Exec, class S, class Buf>
 void move_token_stats(const Exec& exec, const S& st, const Buf& buf, BlockSlot s, int ranks, const char* label) {
   const long B = long(st.extent(0)), L = long(st.extent(1)), n = long(st.extent(2)) / ranks;
-  using BT = typename Buf::non_const_value_type;
-  using ST = typename S::non_const_value_type;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(ranks) * B * L * n),
-      KOKKOS_LAMBDA(long idx) {
-        const long j = idx % n, hl = (idx / n) % L, b = (idx / (n * L)) % B, i = idx / (n * L * B);
-        const std::size_t e = std::size_t(i) * s.block + s.offset + std::size_t((b * L + hl) * n + j);
-        if constexpr (ToBuffer)
-          buf(e) = BT(st(b, hl, i * n + j));
-        else
-          st(b, hl, i * n + j) = ST(buf(e));
-      });
+  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(ranks) * B * L * n),
+                       TokenStatsMove<ToBuffer, S, Buf>{st, buf, s, B, L, n});
 }
 
 }  // namespace DistAttn::Impl
