@@ -4,7 +4,7 @@
 # CMake), then configures and builds into ${BUILD_DIR:-build}. Sourced by
 # main.sh/test.sh. OpenBLAS replaces Debian's reference BLAS (through the
 # libblas.so.3 alternative) under Kokkos Kernels, which the CPU tiles call for
-# their products: 10-40x faster than the reference BLAS at tile sizes.
+# their products: 7-45x faster than the reference BLAS at tile sizes.
 set -euo pipefail
 
 need=()

@@ -43,7 +43,7 @@ foreach(_da_lib IN LISTS KokkosKernels_TPL_LIBRARIES)
     get_filename_component(_da_blas "${_da_lib}" REALPATH)
     message(STATUS "DistAttn: Kokkos Kernels' BLAS resolves to ${_da_blas}")
     if(_da_blas MATCHES "/blas/libblas\\.so")
-      message(WARNING "Kokkos Kernels' BLAS is the reference BLAS: the CPU attention tiles' products run 10-40x "
+      message(WARNING "Kokkos Kernels' BLAS is the reference BLAS: the CPU attention tiles' products run 7-45x "
                       "slower. Install an optimized one (Debian: apt-get install libopenblas-dev).")
     endif()
   endif()
