@@ -24,6 +24,9 @@ if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 MPIEXEC_PREFLAGS=${MPIEXEC_PREFLAGS:---oversubscribe}
+# The ranks use the cores; OpenBLAS threads inside each rank's tile products
+# would only compete with them.
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 
 SRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$SRC_DIR/build}
