@@ -1,7 +1,7 @@
 // Single-device attention perf test (nccl-tests-style table).
 //
 //   attn_perf -b 1024 -e 8192 -f 2 --heads 32 --kv-heads 32 --dim 128 --dtype bf16 --causal 1
-//             --dir both -w 2 -n 10 -c 1 [-J out.json] [--path auto|portable|cuda]
+//             --dir both -w 2 -n 10 -c 1 [-J out.json] [--path auto|portable|cuda] [--sgemm 2048]
 //
 // time = median over -n iterations after -w warm-ups (CUDA events on GPUs) of the
 // library calls: forward = attention_fwd; backward = attention_bwd_delta, zeroing of
@@ -9,6 +9,9 @@
 // TFLOP/s uses docs/PERFORMANCE.md's conventions; #wrong counts output elements
 // outside the dtype's tolerance against the fp64 reference (forward: sampled rows
 // of two heads at any size; backward: every element, only for S <= 2048, "-" beyond).
+// --sgemm N times an N^3 fp32 KokkosBlas::gemm on the host before and after the
+// table (the CPU anchor of docs/PERFORMANCE.md) and adds each row's rate as a
+// fraction of the first.
 
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/testing/random_fill.hpp>
@@ -16,6 +19,7 @@
 
 #include "common/args.hpp"
 #include "common/flops.hpp"
+#include "common/sgemm_rate.hpp"
 #include "common/timer.hpp"
 
 #include <cstdio>
@@ -32,7 +36,8 @@ using Mem  = Exec::memory_space;
 struct Config {
   long b_min, b_max;
   double factor;
-  int batch, heads, kv_heads, dim, warmup, iters;
+  int batch, heads, kv_heads, dim, warmup, iters, sgemm;
+  double sgemm_gflops = 0;
   bool causal, check, fwd, bwd;
   std::string dtype, json, path;
 };
@@ -164,17 +169,28 @@ void run(const Config& c, std::ostream& json) {
     }
     const double ff = attn_fwd_flops(c.batch, c.heads, double(S), double(S), c.dim, c.causal);
     const double fb = attn_bwd_flops(c.batch, c.heads, double(S), double(S), c.dim, c.causal);
+    const double rf = c.sgemm > 0 ? ff / tf * 1e-9 / c.sgemm_gflops : 0.0;
+    const double rb = c.sgemm > 0 && c.bwd ? fb / tb * 1e-9 / c.sgemm_gflops : 0.0;
     char line[256];
-    std::snprintf(line, sizeof line, "%9ld %3d %4d %4d %4d %6s %6d %12.1f %9.4f %7s %12.1f %9.4f %7s\n", S, c.batch,
+    std::snprintf(line, sizeof line, "%9ld %3d %4d %4d %4d %6s %6d %12.1f %9.4f %7s %12.1f %9.4f %7s", S, c.batch,
                   c.heads, c.kv_heads, c.dim, c.dtype.c_str(), int(c.causal), tf * 1e6, ff / tf * 1e-12, wf.c_str(),
                   c.bwd ? tb * 1e6 : 0.0, c.bwd ? fb / tb * 1e-12 : 0.0, wb.c_str());
-    std::cout << line << std::flush;
+    std::cout << line;
+    if (c.sgemm > 0) {
+      std::snprintf(line, sizeof line, " %8.3f %8.3f", rf, rb);
+      std::cout << line;
+    }
+    std::cout << std::endl;
     json << (first ? "" : ",\n") << "  {\"seq\": " << S << ", \"batch\": " << c.batch << ", \"heads\": " << c.heads
          << ", \"kv_heads\": " << c.kv_heads << ", \"dim\": " << c.dim << ", \"dtype\": \"" << c.dtype
          << "\", \"causal\": " << int(c.causal) << ", \"fwd_us\": " << tf * 1e6
          << ", \"fwd_tflops\": " << ff / tf * 1e-12 << ", \"fwd_wrong\": \"" << wf << "\"";
     if (c.bwd) json << ", \"bwd_us\": " << tb * 1e6 << ", \"bwd_tflops\": " << fb / tb * 1e-12
                     << ", \"bwd_wrong\": \"" << wb << "\"";
+    if (c.sgemm > 0) {
+      json << ", \"sgemm_gflops\": " << c.sgemm_gflops << ", \"fwd_x_sgemm\": " << rf;
+      if (c.bwd) json << ", \"bwd_x_sgemm\": " << rb;
+    }
     json << "}";
     first = false;
     if (wf != "-" && wf != "0") throw Error("forward check failed at S=" + std::to_string(S) + ": " + wf + " wrong");
@@ -208,16 +224,23 @@ int main(int argc, char** argv) {
     c.dtype    = a.str({"--dtype"}, "float");
     c.json     = a.str({"-J", "--json"}, "");
     c.path     = a.str({"--path"}, "auto");
+    c.sgemm    = int(a.integer({"--sgemm"}, 0));
     a.reject_unknown();
     if (c.b_min < 1 || c.b_max < c.b_min || c.factor < 1.0 || c.iters < 1)
       throw DistAttn::InvalidArgument("need 1 <= -b <= -e, -f >= 1 and -n >= 1");
     if (dir != "fwd" && dir != "bwd" && dir != "both") throw DistAttn::InvalidArgument("--dir must be fwd, bwd or both");
 
     DistAttn::print_configuration(std::cout);
+    if (c.sgemm > 0) {
+      c.sgemm_gflops = host_sgemm_gflops(c.sgemm, 5);
+      std::cout << "# sgemm anchor: KokkosBlas::gemm fp32 " << c.sgemm << "^3 on the host: " << c.sgemm_gflops
+                << " GFLOP/s (x_sgemm columns: row rate / this)\n";
+    }
     std::cout << "# test attn_perf  dtype " << c.dtype << "  causal " << c.causal << "  b " << c.batch << " h "
               << c.heads << " h_kv " << c.kv_heads << " d " << c.dim << "  warmup " << c.warmup << " iters "
               << c.iters << " check " << c.check << " path " << c.path << "\n#\n"
-              << "#     seq   b    h h_kv    d  dtype causal     fwd_time  fwd_TF/s  #wrong     bwd_time  bwd_TF/s  #wrong\n"
+              << "#     seq   b    h h_kv    d  dtype causal     fwd_time  fwd_TF/s  #wrong     bwd_time  bwd_TF/s  #wrong"
+              << (c.sgemm > 0 ? "  fwd_x_sg bwd_x_sg\n" : "\n")
               << "#     (T)                                          (us)                          (us)\n";
     std::ostringstream json;
     if (c.dtype == "float") run<float>(c, json);
@@ -235,6 +258,8 @@ int main(int argc, char** argv) {
       std::ofstream f(c.json);
       f << "[\n" << json.str() << "\n]\n";
     }
+    if (c.sgemm > 0)
+      std::cout << "# sgemm anchor after the table: " << host_sgemm_gflops(c.sgemm, 5) << " GFLOP/s\n";
     std::cout << "# Out of bounds values : 0 OK\n# Test concluded: attn_perf\n";
   } catch (const std::exception& e) {
     std::cerr << "attn_perf: " << e.what() << "\n";

@@ -6,10 +6,13 @@
 // the query heads of its GQA group, so the group reduction is free); pass 2 has
 // one team per (batch, query head, query tile) and owns dQ. Both recompute P from
 // LSE. The cost is one extra Q K^T product per block; the gain is results that are
-// bitwise reproducible on every backend and no atomics.
+// bitwise reproducible on every backend and no atomics. Every product is a Kokkos
+// Kernels GEMM on whole scratch tiles (tile_gemm.hpp); padding rows are zero.
 
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/impl/tile_config.hpp>
+#include <DistAttn/impl/tile_gemm.hpp>
+#include <DistAttn/impl/tile_loops.hpp>
 
 namespace DistAttn::Impl {
 
@@ -20,13 +23,14 @@ struct AttnBwdPortable {
   using member_type = typename policy_type::member_type;
   using scratch_view =
       Kokkos::View<Acc*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using tile_view = ScratchTile<Exec, Acc>;
 
   struct KeyPassTag {};
   struct QueryPassTag {};
   // Key pass: q, dO tiles [br x d]; k, v, dk, dv tiles [bc x d]; p, ds [br x bc]; lse, delta.
   static constexpr ScratchShape key_shape{2, 4, 2, 2};
-  // Query pass: q, dO, dq tiles [br x d]; k, v tiles [bc x d]; p/ds [br x bc]; lse, delta.
-  static constexpr ScratchShape query_shape{3, 2, 1, 2};
+  // Query pass: q, dO, dq tiles [br x d]; k, v tiles [bc x d]; s/p, ds [br x bc]; lse, delta.
+  static constexpr ScratchShape query_shape{3, 2, 2, 2};
 
   QV q;
   KV k;
@@ -87,56 +91,47 @@ struct AttnBwdPortable {
     }
   }
 
-  // P(r, c) = exp(scale q_r.k_c - LSE_r) and dS = P * (dO_r.v_c - Delta_r), with
-  // masked or padded entries and empty rows (LSE = -inf) giving 0.
-  KOKKOS_INLINE_FUNCTION void probs_and_dscores(const member_type& team, const scratch_view& qs,
-                                                const scratch_view& dos, const scratch_view& ks,
-                                                const scratch_view& vs, const scratch_view& lses,
-                                                const scratch_view& dels, const scratch_view& ps,
-                                                const scratch_view& dss, int q0, int nq, int k0, int nk,
-                                                bool elementwise) const {
+  // P = exp(scale Q K^T - LSE) into ps and dS = P * (dO V^T - Delta) into dss,
+  // with masked or padded entries and empty rows (LSE = -inf) giving 0.
+  KOKKOS_INLINE_FUNCTION void probs_and_dscores(const member_type& team, const tile_view& qs,
+                                                const tile_view& dos, const tile_view& ks, const tile_view& vs,
+                                                const scratch_view& lses, const scratch_view& dels,
+                                                const tile_view& ps, const tile_view& dss, int q0, int nq, int k0,
+                                                int nk, bool elementwise) const {
+    TileGemm<Exec, TileN, TileT>::invoke(team, Acc(1), qs, ks, Acc(0), ps);
+    TileGemm<Exec, TileN, TileT>::invoke(team, Acc(1), dos, vs, Acc(0), dss);
+    team.team_barrier();
     const Acc ninf = -compat::infinity<Acc>();
-    const int Dl   = D;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * bc), [&](int idx) {
-      const int r = idx / bc, c = idx % bc;
-      Acc p = Acc(0), ds = Acc(0);
-      if (r < nq && c < nk && lses(r) != ninf && (!elementwise || mask.allowed(q0 + r, k0 + c))) {
-        Acc s = Acc(0), dp = Acc(0);
-        for (int j = 0; j < Dl; ++j) {
-          s += qs(r * Dl + j) * ks(c * Dl + j);
-          dp += dos(r * Dl + j) * vs(c * Dl + j);
-        }
-        p  = compat::math::exp(s * scale - lses(r));
-        ds = p * (dp - dels(r));
-      }
-      if (ps.data() != nullptr) ps(idx) = p;
-      dss(idx) = ds;
+    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br), [&](int r) {
+      const int cmax = r < nq && lses(r) != ninf ? nk : 0;
+      const Acc lr = lses(r), dr = dels(r);
+      Acc* pr      = &ps(r, 0);
+      Acc* dsr     = &dss(r, 0);
+      for (int c = 0; c < cmax; ++c) pr[c] = pr[c] * scale - lr;
+      exp_in_place<Exec>(pr, cmax);
+      for (int c = 0; c < cmax; ++c) dsr[c] = pr[c] * (dsr[c] - dr);
+      if (elementwise)
+        for (int c = 0; c < cmax; ++c)
+          if (!mask.allowed(q0 + r, k0 + c)) ps(r, c) = dss(r, c) = Acc(0);
+      for (int c = cmax; c < bc; ++c) ps(r, c) = dss(r, c) = Acc(0);
     });
   }
 
-  KOKKOS_INLINE_FUNCTION void load_query_side(const member_type& team, const scratch_view& qs,
-                                              const scratch_view& dos, const scratch_view& lses,
-                                              const scratch_view& dels, int b, int h, int q0, int nq) const {
-    const int Dl = D;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * Dl), [&](int idx) {
-      const int r = idx / Dl, j = idx % Dl;
-      qs(idx)  = r < nq ? Acc(q(b, q0 + r, h, j)) : Acc(0);
-      dos(idx) = r < nq ? Acc(dout(b, q0 + r, h, j)) : Acc(0);
-    });
+  KOKKOS_INLINE_FUNCTION void load_query_side(const member_type& team, const tile_view& qs, const tile_view& dos,
+                                              const scratch_view& lses, const scratch_view& dels, int b, int h,
+                                              int q0, int nq) const {
+    stage_rows<Exec>(team, qs, nq, q, b, q0, h, Acc(1));
+    stage_rows<Exec>(team, dos, nq, dout, b, q0, h, Acc(1));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br), [&](int r) {
       lses(r) = r < nq ? Acc(lse(b, h, q0 + r)) : -compat::infinity<Acc>();
       dels(r) = r < nq ? Acc(delta(b, h, q0 + r)) : Acc(0);
     });
   }
 
-  KOKKOS_INLINE_FUNCTION void load_key_side(const member_type& team, const scratch_view& ks,
-                                            const scratch_view& vs, int b, int hk, int k0, int nk) const {
-    const int Dl = D;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bc * Dl), [&](int idx) {
-      const int c = idx / Dl, j = idx % Dl;
-      ks(idx) = c < nk ? Acc(k(b, k0 + c, hk, j)) : Acc(0);
-      vs(idx) = c < nk ? Acc(v(b, k0 + c, hk, j)) : Acc(0);
-    });
+  KOKKOS_INLINE_FUNCTION void load_key_side(const member_type& team, const tile_view& ks, const tile_view& vs,
+                                            int b, int hk, int k0, int nk) const {
+    stage_rows<Exec>(team, ks, nk, k, b, k0, hk, Acc(1));
+    stage_rows<Exec>(team, vs, nk, v, b, k0, hk, Acc(1));
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(KeyPassTag, const member_type& team) const {
@@ -148,16 +143,16 @@ struct AttnBwdPortable {
     const int nk  = (Sk - k0) < bc ? (Sk - k0) : bc;
     const int Dl  = D;
 
-    scratch_view qs(team.team_scratch(level), br * D), dos(team.team_scratch(level), br * D);
-    scratch_view ks(team.team_scratch(level), bc * D), vs(team.team_scratch(level), bc * D);
-    scratch_view dks(team.team_scratch(level), bc * D), dvs(team.team_scratch(level), bc * D);
-    scratch_view ps(team.team_scratch(level), br * bc), dss(team.team_scratch(level), br * bc);
+    tile_view qs(team.team_scratch(level), br, D), dos(team.team_scratch(level), br, D);
+    tile_view ks(team.team_scratch(level), bc, D), vs(team.team_scratch(level), bc, D);
+    tile_view dks(team.team_scratch(level), bc, D), dvs(team.team_scratch(level), bc, D);
+    tile_view ps(team.team_scratch(level), br, bc), dss(team.team_scratch(level), br, bc);
     scratch_view lses(team.team_scratch(level), br), dels(team.team_scratch(level), br);
 
     load_key_side(team, ks, vs, b, hk, k0, nk);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bc * Dl), [&](int idx) {
-      dks(idx) = Acc(0);
-      dvs(idx) = Acc(0);
+    for_each_tile_element<Exec>(team, bc, Dl, [&](int c, int j) {
+      dks(c, j) = Acc(0);
+      dvs(c, j) = Acc(0);
     });
     const bool causal       = mask.kind == MaskKind::Causal;
     const std::int64_t kmin = mask.k(k0), kmax = mask.k(k0 + nk - 1);
@@ -175,23 +170,14 @@ struct AttnBwdPortable {
         team.team_barrier();
         probs_and_dscores(team, qs, dos, ks, vs, lses, dels, ps, dss, q0, nq, k0, nk, elementwise);
         team.team_barrier();
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bc * Dl), [&](int idx) {
-          const int c = idx / Dl, j = idx % Dl;
-          Acc sv = Acc(0), sk = Acc(0);
-          for (int r = 0; r < nq; ++r) {
-            sv += ps(r * bc + c) * dos(r * Dl + j);
-            sk += dss(r * bc + c) * qs(r * Dl + j);
-          }
-          dvs(idx) += sv;
-          dks(idx) += scale * sk;
-        });
+        TileGemm<Exec, TileT, TileN>::invoke(team, Acc(1), ps, dos, Acc(1), dvs);   // dV += P^T dO
+        TileGemm<Exec, TileT, TileN>::invoke(team, scale, dss, qs, Acc(1), dks);    // dK += scale dS^T Q
       }
     }
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nk * Dl), [&](int idx) {
-      const int c = idx / Dl, j = idx % Dl;
-      dk(b, k0 + c, hk, j) += dks(idx);
-      dv(b, k0 + c, hk, j) += dvs(idx);
+    for_each_tile_element<Exec>(team, nk, Dl, [&](int c, int j) {
+      dk(b, k0 + c, hk, j) += dks(c, j);
+      dv(b, k0 + c, hk, j) += dvs(c, j);
     });
   }
 
@@ -205,15 +191,14 @@ struct AttnBwdPortable {
     const int nq  = (Sq - q0) < br ? (Sq - q0) : br;
     const int Dl  = D;
 
-    scratch_view qs(team.team_scratch(level), br * D), dos(team.team_scratch(level), br * D),
-        dqs(team.team_scratch(level), br * D);
-    scratch_view ks(team.team_scratch(level), bc * D), vs(team.team_scratch(level), bc * D);
-    scratch_view dss(team.team_scratch(level), br * bc);
+    tile_view qs(team.team_scratch(level), br, D), dos(team.team_scratch(level), br, D),
+        dqs(team.team_scratch(level), br, D);
+    tile_view ks(team.team_scratch(level), bc, D), vs(team.team_scratch(level), bc, D);
+    tile_view ps(team.team_scratch(level), br, bc), dss(team.team_scratch(level), br, bc);
     scratch_view lses(team.team_scratch(level), br), dels(team.team_scratch(level), br);
-    const scratch_view no_probs;
 
     load_query_side(team, qs, dos, lses, dels, b, h, q0, nq);
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * Dl), [&](int idx) { dqs(idx) = Acc(0); });
+    for_each_tile_element<Exec>(team, br, Dl, [&](int r, int j) { dqs(r, j) = Acc(0); });
 
     const bool causal       = mask.kind == MaskKind::Causal;
     const std::int64_t qmin = mask.q(q0), qmax = mask.q(q0 + nq - 1);
@@ -226,19 +211,13 @@ struct AttnBwdPortable {
       team.team_barrier();
       load_key_side(team, ks, vs, b, hk, k0, nk);
       team.team_barrier();
-      probs_and_dscores(team, qs, dos, ks, vs, lses, dels, no_probs, dss, q0, nq, k0, nk, elementwise);
+      probs_and_dscores(team, qs, dos, ks, vs, lses, dels, ps, dss, q0, nq, k0, nk, elementwise);
       team.team_barrier();
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * Dl), [&](int idx) {
-        const int r = idx / Dl, j = idx % Dl;
-        Acc s = Acc(0);
-        for (int c = 0; c < nk; ++c) s += dss(r * bc + c) * ks(c * Dl + j);
-        dqs(idx) += scale * s;
-      });
+      TileGemm<Exec, TileN, TileN>::invoke(team, scale, dss, ks, Acc(1), dqs);  // dQ += scale dS K
     }
     team.team_barrier();
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * Dl), [&](int idx) {
-      const int r = idx / Dl, j = idx % Dl;
-      dq(b, q0 + r, h, j) += dqs(idx);
+    for_each_tile_element<Exec>(team, nq, Dl, [&](int r, int j) {
+      dq(b, q0 + r, h, j) += dqs(r, j);
     });
   }
 };

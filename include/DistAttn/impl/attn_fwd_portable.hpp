@@ -3,9 +3,13 @@
 // The team stages its query tile and running state in scratch, walks the K/V
 // tiles the mask admits, and applies the online-softmax update of SPEC §1.4
 // with the empty-row guard of §1.3. State stays unnormalized between calls.
+// The two products per K/V tile (Q K^T, P V) are Kokkos Kernels GEMMs
+// (tile_gemm.hpp); masking and the softmax update run row by row between them.
 
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/impl/tile_config.hpp>
+#include <DistAttn/impl/tile_gemm.hpp>
+#include <DistAttn/impl/tile_loops.hpp>
 
 namespace DistAttn::Impl {
 
@@ -16,8 +20,9 @@ struct AttnFwdUpdatePortable {
   using member_type = typename policy_type::member_type;
   using scratch_view =
       Kokkos::View<Acc*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  using tile_view = ScratchTile<Exec, Acc>;
 
-  static constexpr ScratchShape shape{2 /*q, acc*/, 2 /*k, v*/, 1 /*s*/, 3 /*m, l, alpha*/};
+  static constexpr ScratchShape shape{2 /*q, acc*/, 2 /*k, v*/, 1 /*s*/, 2 /*m, l*/};
 
   QV q;
   KV k;
@@ -71,27 +76,18 @@ struct AttnFwdUpdatePortable {
     const int q0  = qt * br;
     const int nq  = (Sq - q0) < br ? (Sq - q0) : br;
 
-    scratch_view qs(team.team_scratch(level), br * D);
-    scratch_view as(team.team_scratch(level), br * D);
-    scratch_view ks(team.team_scratch(level), bc * D);
-    scratch_view vs(team.team_scratch(level), bc * D);
-    scratch_view ss(team.team_scratch(level), br * bc);
+    tile_view qs(team.team_scratch(level), br, D);
+    tile_view as(team.team_scratch(level), br, D);
+    tile_view ks(team.team_scratch(level), bc, D);
+    tile_view vs(team.team_scratch(level), bc, D);
+    tile_view ss(team.team_scratch(level), br, bc);
     scratch_view ms(team.team_scratch(level), br);
     scratch_view ls(team.team_scratch(level), br);
-    scratch_view al(team.team_scratch(level), br);
 
     const Acc ninf = -compat::infinity<Acc>();
     const int Dl   = D;
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * Dl), [&](int idx) {
-      const int r = idx / Dl, j = idx % Dl;
-      if (r < nq) {
-        qs(idx) = Acc(q(b, q0 + r, h, j)) * scale;
-        as(idx) = acc(b, q0 + r, h, j);
-      } else {
-        qs(idx) = Acc(0);
-        as(idx) = Acc(0);
-      }
-    });
+    stage_rows<Exec>(team, qs, nq, q, b, q0, h, scale);
+    stage_rows<Exec>(team, as, nq, acc, b, q0, h, Acc(1));
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br), [&](int r) {
       ms(r) = r < nq ? m(b, h, q0 + r) : ninf;
       ls(r) = r < nq ? l(b, h, q0 + r) : Acc(0);
@@ -112,64 +108,44 @@ struct AttnFwdUpdatePortable {
       if (causal && qmax < kmin) break;
       const bool elementwise = causal && !(qmin >= kmax);
 
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, bc * Dl), [&](int idx) {
-        const int c = idx / Dl, j = idx % Dl;
-        if (c < nk) {
-          ks(idx) = Acc(k(b, k0 + c, hk, j));
-          vs(idx) = Acc(v(b, k0 + c, hk, j));
-        } else {
-          ks(idx) = Acc(0);
-          vs(idx) = Acc(0);
-        }
-      });
+      // Padding rows of K and V are zero, so the products run on whole tiles.
+      stage_rows<Exec>(team, ks, nk, k, b, k0, hk, Acc(1));
+      stage_rows<Exec>(team, vs, nk, v, b, k0, hk, Acc(1));
+      team.team_barrier();
+      TileGemm<Exec, TileN, TileT>::invoke(team, Acc(1), qs, ks, Acc(0), ss);  // S = (scale Q) K^T
       team.team_barrier();
 
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * bc), [&](int idx) {
-        const int r = idx / bc, c = idx % bc;
-        Acc s = ninf;
-        if (r < nq && c < nk && (!elementwise || mask.allowed(q0 + r, k0 + c))) {
-          s = Acc(0);
-          for (int j = 0; j < Dl; ++j) s += qs(r * Dl + j) * ks(c * Dl + j);
-        }
-        ss(idx) = s;
-      });
-      team.team_barrier();
-
+      // Row r of S becomes P = exp(S - m_new) and its accumulator row is rescaled
+      // by alpha = exp(m_old - m_new), ready for acc += P V.
+      // Columns past cmax (padding, rows past nq) get P = 0; masked scores are
+      // -inf, and exp(-inf - mx) is 0 for finite mx, so the exp loop has no branch.
       Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br), [&](int r) {
-        Acc mx = ms(r);
-        for (int c = 0; c < bc; ++c) mx = ss(r * bc + c) > mx ? ss(r * bc + c) : mx;
+        const int cmax = r < nq ? nk : 0;
+        if (elementwise)
+          for (int c = 0; c < cmax; ++c)
+            if (!mask.allowed(q0 + r, k0 + c)) ss(r, c) = ninf;
+        const Acc mx = row_max(&ss(r, 0), cmax, ms(r));
+        for (int c = cmax; c < bc; ++c) ss(r, c) = Acc(0);
         if (mx == ninf) {  // nothing admissible yet: state stays empty
-          al(r) = Acc(0);
-          for (int c = 0; c < bc; ++c) ss(r * bc + c) = Acc(0);
+          for (int c = 0; c < cmax; ++c) ss(r, c) = Acc(0);
+          for (int j = 0; j < Dl; ++j) as(r, j) = Acc(0) * as(r, j);
           return;
         }
         const Acc alpha = ms(r) == ninf ? Acc(0) : compat::math::exp(ms(r) - mx);
-        Acc sum = Acc(0);
-        for (int c = 0; c < bc; ++c) {
-          const Acc s = ss(r * bc + c);
-          const Acc p = s == ninf ? Acc(0) : compat::math::exp(s - mx);
-          ss(r * bc + c) = p;
-          sum += p;
-        }
-        al(r) = alpha;
+        Acc* pr = &ss(r, 0);
+        for (int c = 0; c < cmax; ++c) pr[c] -= mx;
+        exp_in_place<Exec>(pr, cmax);
+        const Acc sum = row_sum<Acc>(pr, cmax);
+        for (int j = 0; j < Dl; ++j) as(r, j) *= alpha;
         ls(r) = alpha * ls(r) + sum;
         ms(r) = mx;
       });
       team.team_barrier();
-
-      Kokkos::parallel_for(Kokkos::TeamThreadRange(team, br * Dl), [&](int idx) {
-        const int r = idx / Dl, j = idx % Dl;
-        Acc a = al(r) * as(idx);
-        for (int c = 0; c < nk; ++c) a += ss(r * bc + c) * vs(c * Dl + j);
-        as(idx) = a;
-      });
+      TileGemm<Exec, TileN, TileN>::invoke(team, Acc(1), ss, vs, Acc(1), as);  // acc += P V
       team.team_barrier();
     }
 
-    Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq * Dl), [&](int idx) {
-      const int r = idx / Dl, j = idx % Dl;
-      acc(b, q0 + r, h, j) = as(idx);
-    });
+    for_each_tile_element<Exec>(team, nq, Dl, [&](int r, int j) { acc(b, q0 + r, h, j) = as(r, j); });
     Kokkos::parallel_for(Kokkos::TeamThreadRange(team, nq), [&](int r) {
       m(b, h, q0 + r) = ms(r);
       l(b, h, q0 + r) = ls(r);

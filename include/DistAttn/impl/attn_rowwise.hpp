@@ -68,14 +68,20 @@ void finalize_state(const Exec& exec, const AccV& acc, const StatV& m, const Sta
   using OT    = typename OV::non_const_value_type;
   using LT    = typename LseV::non_const_value_type;
   const long B = long(acc.extent(0)), S = long(acc.extent(1)), H = long(acc.extent(2)), D = long(acc.extent(3));
-  const Index4 ix{S, H, D};
+  // Host threads take a row each, so the index is split once per row, not once
+  // per element (four integer divisions per element were 7-9% of the CPU
+  // forward); devices keep one thread per element.
+  const long per_item = compat::host_accessible_v<Exec> && D > 0 ? D : 1;
+  const Index4 ix{S, H, D / per_item};
   Kokkos::parallel_for(
-      "DistAttn::attention_finalize.o", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * S * H * D),
+      "DistAttn::attention_finalize.o",
+      Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * S * H * (D / per_item)),
       KOKKOS_LAMBDA(long idx) {
-        int b, i, h, j;
-        ix(idx, b, i, h, j);
+        int b, i, h, j0;
+        ix(idx, b, i, h, j0);
         const Acc li = l(b, h, i);
-        o(b, i, h, j) = li > Acc(0) ? OT(acc(b, i, h, j) / li) : OT(0.0f);
+        for (int j = j0; j < j0 + int(per_item); ++j)
+          o(b, i, h, j) = li > Acc(0) ? OT(acc(b, i, h, j) / li) : OT(0.0f);
       });
   Kokkos::parallel_for(
       "DistAttn::attention_finalize.lse", Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * H * S),

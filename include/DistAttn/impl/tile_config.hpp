@@ -39,16 +39,22 @@ inline std::size_t scratch_bytes(const ScratchShape& s, int br, int bc, int d) {
 
 template <class Exec, class Acc>
 inline TileConfig choose_tiles(const ScratchShape& shape, int d, std::size_t level0_max) {
-  // Start at 64 rows for small heads (more reuse of each staged K/V row), 32 for
-  // d <= 128, 16 beyond; host backends have no on-chip limit worth modelling.
-  int t = d <= 64 ? 64 : (d <= 128 ? 32 : 16);
   TileConfig cfg;
   if (compat::host_accessible_v<Exec>) {
-    cfg.br = cfg.bc = t;
-    cfg.bytes = scratch_bytes<Acc>(shape, t, t, d);
+    // Host: the products go to the BLAS behind Kokkos Kernels (tile_gemm.hpp), and
+    // larger tiles spend less per product on staging, the call and the row-wise
+    // softmax. On the CI machine (OpenBLAS, d = 64 and 128) square tiles of 32 to
+    // 256 rows ran within 10% of each other and 64 was at or near the best
+    // (docs/kernels/PORTABLE_NOTES.md). Beyond d = 128 (not measured) 32 rows keep
+    // the backward's staged tiles near 200 KiB at d = 256, well inside an L2.
+    cfg.br = cfg.bc = d <= 128 ? 64 : 32;
+    cfg.bytes = scratch_bytes<Acc>(shape, cfg.br, cfg.bc, d);
     cfg.level = 0;
     return cfg;
   }
+  // Devices: start at 64 rows for small heads (more reuse of each staged K/V row),
+  // 32 for d <= 128, 16 beyond, and halve until the tiles fit level-0 scratch.
+  int t = d <= 64 ? 64 : (d <= 128 ? 32 : 16);
   while (t > 8 && scratch_bytes<Acc>(shape, t, t, d) > level0_max) t /= 2;
   cfg.br = cfg.bc = t;
   cfg.bytes = scratch_bytes<Acc>(shape, t, t, d);
