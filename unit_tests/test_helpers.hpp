@@ -60,15 +60,12 @@ View3<T, L> alloc_stats_as(const std::string& label, std::size_t b, std::size_t 
   }
 }
 
+/// Host to device goes through a row-major tensor: a host mirror of a strided
+/// device View is contiguous, and deep_copy cannot cross spaces and layouts at once.
 template <class T, class L>
 View4<T, L> to_device_as(const HostTensor& h, const std::string& label) {
   auto d = alloc_as<T, L>(label, h.extent(0), h.extent(1), h.extent(2), h.extent(3));
-  auto m = Kokkos::create_mirror_view(d);
-  for (std::size_t a = 0; a < h.extent(0); ++a)
-    for (std::size_t b = 0; b < h.extent(1); ++b)
-      for (std::size_t c = 0; c < h.extent(2); ++c)
-        for (std::size_t e = 0; e < h.extent(3); ++e) m(a, b, c, e) = T(h(a, b, c, e));
-  Kokkos::deep_copy(d, m);
+  Kokkos::deep_copy(d, to_device<T>(h, label));
   return d;
 }
 
@@ -87,8 +84,12 @@ HostTensor rounded(const HostTensor& h) {
   return r;
 }
 
+/// Device to host likewise through a row-major tensor in the View's own space.
 template <class V>
-HostTensor to_host(const V& d) {
+HostTensor to_host(const V& v) {
+  Tensor4<typename V::non_const_value_type, typename V::memory_space> d("row_major", v.extent(0), v.extent(1),
+                                                                         v.extent(2), v.extent(3));
+  Kokkos::deep_copy(d, v);
   auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
   HostTensor h("host", d.extent(0), d.extent(1), d.extent(2), d.extent(3));
   for (std::size_t a = 0; a < d.extent(0); ++a)
@@ -99,7 +100,10 @@ HostTensor to_host(const V& d) {
 }
 
 template <class V>
-HostStats stats_to_host(const V& d) {
+HostStats stats_to_host(const V& v) {
+  RowStats<typename V::non_const_value_type, typename V::memory_space> d("row_major", v.extent(0), v.extent(1),
+                                                                          v.extent(2));
+  Kokkos::deep_copy(d, v);
   auto m = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), d);
   HostStats h("host", d.extent(0), d.extent(1), d.extent(2));
   for (std::size_t a = 0; a < d.extent(0); ++a)
