@@ -183,6 +183,9 @@ class EntryAgreement {
   using Comm = Communicator<CommSpace, Exec>;
   using Mem  = typename Exec::memory_space;
 
+  /// Bytes of the all-gather buffers the first run() allocates on a group of P ranks.
+  static constexpr std::size_t buffer_bytes(int P) { return std::size_t(kWords) * sizeof(std::int64_t) * (1 + P); }
+
   /// Runs `local_checks` (which throws InvalidArgument on a bad argument), then
   /// all-gathers every rank's outcome and configuration. Returns only when every
   /// rank's checks passed and all configurations agree; otherwise throws
