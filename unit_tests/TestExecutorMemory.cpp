@@ -28,10 +28,10 @@ using Counter = Impl::AllocationCounter;
 struct Tensors {
   Tensor4<T, Kokkos::HostSpace> q, k, v, o, dout, dq, dk, dv;
   RowStats<Acc, Kokkos::HostSpace> lse;
-  Tensors(int B, int c, int H, int Hkv, int D)
+  Tensors(int B, int c, int H, int Hkv, int D, std::uint64_t seed = shared_seed())
       : q("q", B, c, H, D), k("k", B, c, Hkv, D), v("v", B, c, Hkv, D), o("o", B, c, H, D), dout("do", B, c, H, D),
         dq("dq", B, c, H, D), dk("dk", B, c, Hkv, D), dv("dv", B, c, Hkv, D), lse("lse", B, H, c) {
-    const std::uint64_t seed = shared_seed() + std::uint64_t(world_rank()) * 17;
+    seed += std::uint64_t(world_rank()) * 17;
     Testing::fill_random_device(Exec(), q, seed);
     Testing::fill_random_device(Exec(), k, seed + 1);
     Testing::fill_random_device(Exec(), v, seed + 2);
@@ -44,11 +44,28 @@ struct Tensors {
   void backward(E& ex) { ex.backward(q, k, v, o, dout, lse, dq, dk, dv); }
 };
 
-RingOptions ring_options(RingKind kind, std::size_t limit = 0) {
+RingOptions ring_options(RingKind kind, std::size_t limit = 0, int head_group = 0) {
   RingOptions opts;
   opts.kind               = kind;
   opts.memory_limit_bytes = limit;
+  opts.head_group         = head_group;
   return opts;
+}
+
+/// Every output of `a` and `b` equal bit for bit.
+void expect_same_outputs(const Tensors& a, const Tensors& b, const std::string& what) {
+  auto same = [&](const auto& x, const auto& y, const char* name) {
+    for (std::size_t i = 0; i < x.span(); ++i)
+      if (x.data()[i] != y.data()[i]) {
+        ADD_FAILURE() << what << ": " << name << " differs at element " << i << " on rank " << world_rank();
+        return;
+      }
+  };
+  same(a.o, b.o, "o");
+  same(a.lse, b.lse, "lse");
+  same(a.dq, b.dq, "dq");
+  same(a.dk, b.dk, "dk");
+  same(a.dv, b.dv, "dv");
 }
 
 class RingMemoryTest : public ::testing::TestWithParam<RingKind> {
@@ -122,8 +139,11 @@ TEST_P(RingMemoryTest, WorkspaceOverTheLimitFailsOnEveryRankBeforeAllocating) {
   comm.set_timeout_policy(TimeoutPolicy::Throw);
   Tensors x(B, c, H, Hkv, D);
   const MemoryPlan plan = Ring::memory_plan(world_size(), B, c, H, Hkv, D, ring_options(GetParam()));
+  const MemoryPlan smallest =
+      Ring::memory_plan(world_size(), B, c, H, Hkv, D, ring_options(GetParam(), 0, /*head_group=*/1));
   {
-    Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), plan.forward_bytes() - 1));
+    // All heads at once (head_group = kv_heads): no chunking to fall back on.
+    Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), plan.forward_bytes() - 1, Hkv));
     Counter::reset();
     expect_error_on_every_rank([&] { x.forward(ring); },
                                {"not enough memory", "forward", "largest sequence that fits", "per rank"});
@@ -131,12 +151,17 @@ TEST_P(RingMemoryTest, WorkspaceOverTheLimitFailsOnEveryRankBeforeAllocating) {
   }
   if (plan.backward_bytes() > plan.forward_bytes()) {
     // Forward fits, backward does not: it fails at its own entry, on every rank.
-    Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), plan.forward_bytes()));
+    Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), plan.forward_bytes(), Hkv));
     x.forward(ring);
     expect_error_on_every_rank([&] { x.backward(ring); }, {"not enough memory", "backward"});
   }
   // The environment variable caps it the same way.
-  ::setenv("DISTATTN_MEMORY_LIMIT", std::to_string(plan.forward_bytes() / 2).c_str(), 1);
+  // Automatic head chunking fails only below its smallest group (one kv head).
+  {
+    Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), smallest.forward_bytes() - 1));
+    expect_error_on_every_rank([&] { x.forward(ring); }, {"not enough memory", "forward", "largest sequence"});
+  }
+  ::setenv("DISTATTN_MEMORY_LIMIT", std::to_string(smallest.forward_bytes() / 2).c_str(), 1);
   {
     Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam()));
     expect_error_on_every_rank([&] { x.forward(ring); }, {"not enough memory", "DISTATTN_MEMORY_LIMIT"});
@@ -146,6 +171,39 @@ TEST_P(RingMemoryTest, WorkspaceOverTheLimitFailsOnEveryRankBeforeAllocating) {
   Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), plan.peak_bytes()));
   x.forward(ring);
   x.backward(ring);
+}
+
+TEST_P(RingMemoryTest, HeadChunkingGivesBitwiseTheSameResultsInLessMemory) {
+  const int B = 2, c = 24, H = 8, Hkv = 4, D = 32, P = world_size();
+  auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  const std::uint64_t seed = shared_seed();
+  Tensors full(B, c, H, Hkv, D, seed), chunked(B, c, H, Hkv, D, seed), automatic(B, c, H, Hkv, D, seed);
+  Ring all_heads(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam()));
+  full.forward(all_heads);
+  full.backward(all_heads);
+  for (int g : {1, 2}) {
+    Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), 0, g));
+    const MemoryPlan plan = ring.memory_plan();
+    // One rank has no ring slots to save, only the group's input copies to add.
+    if (P > 1) EXPECT_LT(plan.peak_bytes(), all_heads.memory_plan().peak_bytes()) << "head_group " << g;
+    Counter::reset();
+    const std::uint64_t live0 = Counter::labelled().live;
+    chunked.forward(ring);
+    chunked.backward(ring);
+    const std::size_t grown = plan.backward_bytes() > plan.forward_bytes() ? plan.backward_bytes() : 0;
+    EXPECT_EQ(Counter::labelled().bytes, plan.forward_bytes() + grown + Entry::buffer_bytes(P)) << "head_group " << g;
+    EXPECT_EQ(Counter::labelled().live - live0, plan.peak_bytes() + Entry::buffer_bytes(P)) << "head_group " << g;
+    expect_same_outputs(full, chunked, "head_group " + std::to_string(g));
+  }
+  // Under a limit that two kv heads per pass fit (and, on more than one rank,
+  // four do not), the automatic choice stays within it on every rank.
+  const MemoryPlan two = Ring::memory_plan(P, B, c, H, Hkv, D, ring_options(GetParam(), 0, 2));
+  Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), two.peak_bytes()));
+  const std::uint64_t live0 = Counter::labelled().live;
+  automatic.forward(ring);
+  automatic.backward(ring);
+  EXPECT_LE(Counter::labelled().live - live0, two.peak_bytes() + Entry::buffer_bytes(P));
+  expect_same_outputs(full, automatic, "automatic head chunking");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, RingMemoryTest,

@@ -101,8 +101,10 @@ class RingAttention {
     DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
                      "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
                          << " schedule skips every block above the diagonal, so it computes causal attention only");
-    shape_ = make_shape(schedule_, B_, c_, H_, Hkv_, D_);
-    plan_  = memory_plan(comm.size(), B_, c_, H_, Hkv_, D_, opts_);
+    DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
+                     "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
+                                    << ")");
+    plan_ = memory_plan(comm.size(), B_, c_, H_, Hkv_, D_, opts_);
   }
 
   const RingSchedule& schedule() const { return schedule_; }
@@ -112,11 +114,13 @@ class RingAttention {
   int chunk() const { return c_; }
 
   /// Workspace bytes forward and backward allocate on each rank, per buffer.
-  MemoryPlan memory_plan() const { return memory_plan(comm_.size(), B_, c_, H_, Hkv_, D_, opts_); }
+  /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
+  MemoryPlan memory_plan() const { return plan_; }
   /// The same for any extents, without a communicator (P ranks, `chunk` tokens each).
   static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
                                 const RingOptions& opts = {}) {
-    const Shape shape = make_shape(RingSchedule(P, opts.kind), batch, chunk, heads, kv_heads, head_dim);
+    const int g       = opts.head_group > 0 ? opts.head_group : kv_heads;
+    const Shape shape = make_shape(RingSchedule(P, opts.kind), batch, chunk, heads, kv_heads, head_dim, g);
     MemoryPlan plan;
     Buffers scratch;
     Impl::Carver<Mem> fwd(plan.forward), bwd(plan.backward);
@@ -135,11 +139,20 @@ class RingAttention {
       Impl::check_same4(where, "q", q, "o", o);
       Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
       if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
-      check_memory(where, "forward", plan_.forward);
+      agree_.propose(choose_group(where, Pass::Forward));
     });
-    run_forward(stage_q_.get(compute_, q, "DistAttn::ring.q_staged"),
-                stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
-                stage_v_.get(compute_, v, "DistAttn::ring.v_staged"), o, lse);
+    const int g = use_workspace(Pass::Forward, int(agree_.agreed_minimum()));
+    begin_pass();
+    const auto in = staged_qkv(q, k, v);
+    if (g == Hkv_) {
+      run_forward(in[0], in[1], in[2], o, lse);
+    } else {
+      for_each_group(g, [&](auto qh, auto kh) {
+        copy_group(in, qh, kh);
+        run_forward(buf_.qg, buf_.kg, buf_.vg, heads(o, qh), stat_heads(lse, qh));
+      });
+    }
+    end_pass();
   }
 
   /// dq, dk, dv (overwritten) of this rank's chunk from its q, k, v, the forward's o and lse, and dO.
@@ -151,13 +164,25 @@ class RingAttention {
     agree_.run(comm_, where, config(1), [&] {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
-      check_memory(where, "backward", plan_.backward);
+      agree_.propose(choose_group(where, Pass::Backward));
     });
-    run_backward(stage_q_.get(compute_, q, "DistAttn::ring.q_staged"),
-                 stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
-                 stage_v_.get(compute_, v, "DistAttn::ring.v_staged"), o,
-                 stage_do_.get(compute_, dout, "DistAttn::ring.do_staged"),
-                 stage_lse_.get_stats(compute_, lse, "DistAttn::ring.lse_staged"), dq, dk, dv);
+    const int g = use_workspace(Pass::Backward, int(agree_.agreed_minimum()));
+    begin_pass();
+    const auto in     = staged_qkv(q, k, v);
+    const CView dos   = stage_do_.get(compute_, dout, "DistAttn::ring.do_staged");
+    const CStats lses = stage_lse_.get_stats(compute_, lse, "DistAttn::ring.lse_staged");
+    if (g == Hkv_) {
+      run_backward(in[0], in[1], in[2], o, dos, lses, dq, dk, dv);
+    } else {
+      for_each_group(g, [&](auto qh, auto kh) {
+        copy_group(in, qh, kh);
+        Kokkos::deep_copy(compute_, buf_.dog, heads(dos, qh));
+        Kokkos::deep_copy(compute_, buf_.lseg, stat_heads(lses, qh));
+        run_backward(buf_.qg, buf_.kg, buf_.vg, heads(o, qh), buf_.dog, buf_.lseg, heads(dq, qh), heads(dk, kh),
+                     heads(dv, kh));
+      });
+    }
+    end_pass();
   }
 
  private:
@@ -166,8 +191,6 @@ class RingAttention {
 
   template <class OV, class LV>
   void run_forward(const CView& q, const CView& k, const CView& v, const OV& o, const LV& lse) {
-    carve(plan_.forward, [&](Impl::Carver<Mem>& c) { lay_out_forward(c, buf_, shape_); });
-    begin_pass();
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
     if (!zigzag()) reset_state(compute_, buf_.own);
     // Inputs need two slots (step t computes while t+1 arrives), results too:
@@ -267,14 +290,11 @@ class RingAttention {
     } else {
       attention_finalize(compute_, buf_.own, o, lse);
     }
-    end_pass();
   }
 
   template <class OV, class DQV, class DKV, class DVV>
   void run_backward(const CView& q, const CView& k, const CView& v, const OV& o, const CView& dout,
                     const CStats& lse, const DQV& dq, const DKV& dk, const DVV& dv) {
-    carve(plan_.backward, [&](Impl::Carver<Mem>& c) { lay_out_backward(c, buf_, shape_); });
-    begin_pass();
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
     attention_bwd_delta(compute_, o, dout, buf_.delta);
     Kokkos::deep_copy(compute_, buf_.gq, Acc(0));
@@ -386,7 +406,6 @@ class RingAttention {
     Impl::convert4(compute_, buf_.gq, dq, "DistAttn::ring_bwd.dq");
     Impl::convert4(compute_, buf_.gk, dk, "DistAttn::ring_bwd.dk");
     Impl::convert4(compute_, buf_.gv, dv, "DistAttn::ring_bwd.dv");
-    end_pass();
   }
 
   /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
@@ -395,7 +414,7 @@ class RingAttention {
             {"heads", H_},          {"kv_heads", Hkv_},
             {"head_dim", D_},       {"kind", int(opts_.kind)},
             {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
-            {"pass", pass}};
+            {"pass", pass},         {"head_group", opts_.head_group}};
   }
 
   template <class QV, class KV, class VV>
@@ -497,7 +516,7 @@ class RingAttention {
   struct Shape {
     int B, c, H, Hkv, D;
     Slots used;
-    bool kv_slots, zigzag;
+    bool kv_slots, zigzag, grouped;
   };
   // Everything a pass uses besides the caller's tensors; views into the workspace.
   struct Buffers {
@@ -506,13 +525,16 @@ class RingAttention {
     std::array<TView, 2> kbuf, vbuf, qbuf, dobuf;
     std::array<StatView, 2> lsebuf, delbuf;
     std::array<State, 2> spart, rpart;
-    StatView delta;
+    StatView delta, lseg;
+    TView qg, kg, vg, dog;  // contiguous copies of one head group's inputs
     AccView gq, gk, gv;
     std::array<AccView, 2> sdk, sdv, sdq, rdk, rdv, rdq;
   };
 
-  static Shape make_shape(const RingSchedule& sched, int B, int c, int H, int Hkv, int D) {
-    return Shape{B, c, H, Hkv, D, slots_used(sched), sched.num_steps() > 1, sched.kind() == RingKind::Zigzag};
+  // A pass over `group` kv heads (and their query heads) at a time.
+  static Shape make_shape(const RingSchedule& sched, int B, int c, int H, int Hkv, int D, int group) {
+    return Shape{B,        c, group * (H / Hkv), group, D, slots_used(sched), sched.num_steps() > 1,
+                 sched.kind() == RingKind::Zigzag, group < Hkv};
   }
   static Slots slots_used(const RingSchedule& sched) {
     Slots u;
@@ -529,6 +551,11 @@ class RingAttention {
   }
 
   static void lay_out_kv(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    if (s.grouped) {
+      c.take(b.qg, "DistAttn::ring.q_group", s.B, s.c, s.H, s.D);
+      c.take(b.kg, "DistAttn::ring.k_group", s.B, s.c, s.Hkv, s.D);
+      c.take(b.vg, "DistAttn::ring.v_group", s.B, s.c, s.Hkv, s.D);
+    }
     if (!s.kv_slots) return;
     for (int i = 0; i < 2; ++i) {
       c.take(b.kbuf[i], "DistAttn::ring.k_slot", s.B, s.c, s.Hkv, s.D);
@@ -552,6 +579,10 @@ class RingAttention {
   }
   static void lay_out_backward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
     c.take(b.delta, "DistAttn::ring.delta", s.B, s.H, s.c);
+    if (s.grouped) {
+      c.take(b.dog, "DistAttn::ring.do_group", s.B, s.c, s.H, s.D);
+      c.take(b.lseg, "DistAttn::ring.lse_group", s.B, s.H, s.c);
+    }
     c.take(b.gq, "DistAttn::ring.dq", s.B, s.c, s.H, s.D);
     c.take(b.gk, "DistAttn::ring.dk", s.B, s.c, s.Hkv, s.D);
     c.take(b.gv, "DistAttn::ring.dv", s.B, s.c, s.Hkv, s.D);
@@ -574,22 +605,80 @@ class RingAttention {
     }
   }
 
-  /// Inside the entry agreement: a workspace that must grow beyond what this rank may use fails every rank.
-  void check_memory(const char* where, const char* pass, const MemoryLayout& layout) const {
-    const std::size_t need = layout.total();
-    if (need <= ws_.held()) return;
-    const std::size_t usable = Impl::usable_bytes<Mem>(ws_.held(), opts_.memory_limit_bytes);
-    Impl::check_fits(where, pass, need, usable, double(need) / c_, zigzag() ? 2 : 1, comm_.size(), layout);
+  const MemoryLayout& layout_of(const MemoryPlan& p, Pass pass) const {
+    return pass == Pass::Forward ? p.forward : p.backward;
   }
-  /// Points buf_ at the workspace in `planned`'s layout (forward's and backward's overlap).
-  template <class F>
-  void carve(const MemoryLayout& planned, F&& lay_out) {
-    if (carved_ == &planned) return;
+  MemoryPlan plan_for(int group) const {
+    RingOptions o = opts_;
+    o.head_group  = group;
+    return memory_plan(comm_.size(), B_, c_, H_, Hkv_, D_, o);
+  }
+  /// Inside the entry agreement: the most kv heads per pass whose workspace this
+  /// rank can hold (ExecutorOptions::head_group when set; all when they fit). When
+  /// not even the smallest group fits, it fails every rank with the need.
+  int choose_group(const char* where, Pass pass) const {
+    std::vector<int> groups;
+    if (opts_.head_group > 0) groups.push_back(opts_.head_group);
+    for (int g = Hkv_; g >= 1 && opts_.head_group == 0; --g)
+      if (Hkv_ % g == 0) groups.push_back(g);
+    std::size_t usable = 0;
+    bool asked         = false;
+    for (int g : groups) {
+      const std::size_t need = layout_of(plan_for(g), pass).total();
+      if (need <= ws_.held()) return g;
+      if (!asked) usable = Impl::usable_bytes<Mem>(ws_.held(), opts_.memory_limit_bytes), asked = true;
+      if (need <= usable) return g;
+    }
+    const MemoryPlan smallest = plan_for(groups.back());
+    const MemoryLayout& l     = layout_of(smallest, pass);
+    Impl::check_fits(where, pass == Pass::Forward ? "forward" : "backward", l.total(), usable,
+                     double(l.total()) / c_, zigzag() ? 2 : 1, comm_.size(), l);
+    return groups.back();
+  }
+  /// Points buf_ at the workspace in the layout of `pass` over `group` kv heads
+  /// (growing it if needed; forward's and backward's layouts overlap).
+  int use_workspace(Pass pass, int group) {
+    if (carved_pass_ == int(pass) && carved_group_ == group) return group;
+    const Shape s = make_shape(schedule_, B_, c_, H_, Hkv_, D_, group);
+    auto lay_out  = [&](Impl::Carver<Mem>& c, Buffers& b) {
+      pass == Pass::Forward ? lay_out_forward(c, b, s) : lay_out_backward(c, b, s);
+    };
+    MemoryLayout planned, carved;
+    Buffers unused;
+    Impl::Carver<Mem> plan(planned);
+    lay_out(plan, unused);
     ws_.reserve(planned.total(), "DistAttn::ring.workspace");
-    MemoryLayout check;
-    Impl::Carver<Mem> c(check, &ws_);
-    lay_out(c);
-    carved_ = &planned;
+    Impl::Carver<Mem> c(carved, &ws_);
+    lay_out(c, buf_);
+    carved_pass_  = int(pass);
+    carved_group_ = group;
+    return group;
+  }
+  /// q, k, v as row-major views (staged copies when they are not).
+  template <class QV, class KV, class VV>
+  std::array<CView, 3> staged_qkv(const QV& q, const KV& k, const VV& v) {
+    return {stage_q_.get(compute_, q, "DistAttn::ring.q_staged"), stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
+            stage_v_.get(compute_, v, "DistAttn::ring.v_staged")};
+  }
+  /// One head group of q, k, v into the group's contiguous buffers.
+  void copy_group(const std::array<CView, 3>& in, std::pair<int, int> qh, std::pair<int, int> kh) {
+    Kokkos::deep_copy(compute_, buf_.qg, heads(in[0], qh));
+    Kokkos::deep_copy(compute_, buf_.kg, heads(in[1], kh));
+    Kokkos::deep_copy(compute_, buf_.vg, heads(in[2], kh));
+  }
+  /// Calls f(query head range, kv head range) for each group of `group` kv heads.
+  template <class F>
+  void for_each_group(int group, F&& f) const {
+    const int r = H_ / Hkv_;
+    for (int h = 0; h < Hkv_; h += group) f(std::make_pair(h * r, (h + group) * r), std::make_pair(h, h + group));
+  }
+  template <class V>
+  static auto heads(const V& v, std::pair<int, int> h) {
+    return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, h, Kokkos::ALL);
+  }
+  template <class V>
+  static auto stat_heads(const V& v, std::pair<int, int> h) {
+    return Kokkos::subview(v, Kokkos::ALL, h, Kokkos::ALL);
   }
 
   Comm& comm_;
@@ -603,10 +692,9 @@ class RingAttention {
   RingLayout layout_;
   Impl::PassRecorder<Exec, RingStats> rec_;
 
-  Shape shape_;
   MemoryPlan plan_;
   Impl::Workspace<Mem> ws_;
-  const MemoryLayout* carved_ = nullptr;  // whose layout buf_ holds
+  int carved_pass_ = -1, carved_group_ = 0;  // whose layout buf_ holds
   Buffers buf_;
 };
 
