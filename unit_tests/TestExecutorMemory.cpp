@@ -156,6 +156,12 @@ TEST_P(RingMemoryTest, WorkspaceOverTheLimitFailsOnEveryRankBeforeAllocating) {
     expect_error_on_every_rank([&] { x.backward(ring); }, {"not enough memory", "backward"});
   }
   // The environment variable caps it the same way.
+  {
+    // Only the last rank is short of memory: every rank still fails, none waits.
+    const bool last = world_rank() == world_size() - 1;
+    Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), last ? plan.forward_bytes() - 1 : 0, Hkv));
+    expect_error_on_every_rank([&] { x.forward(ring); }, {"not enough memory", "forward"});
+  }
   // Automatic head chunking fails only below its smallest group (one kv head).
   {
     Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), smallest.forward_bytes() - 1));
@@ -204,6 +210,15 @@ TEST_P(RingMemoryTest, HeadChunkingGivesBitwiseTheSameResultsInLessMemory) {
   automatic.backward(ring);
   EXPECT_LE(Counter::labelled().live - live0, two.peak_bytes() + Entry::buffer_bytes(P));
   expect_same_outputs(full, automatic, "automatic head chunking");
+
+  // Only rank 0 is limited: every rank takes its smaller group (the messages of
+  // a pass must match), with the same results.
+  Tensors uneven(B, c, H, Hkv, D, seed);
+  const MemoryPlan one = Ring::memory_plan(P, B, c, H, Hkv, D, ring_options(GetParam(), 0, 1));
+  Ring limited(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), world_rank() == 0 ? one.peak_bytes() : 0));
+  uneven.forward(limited);
+  uneven.backward(limited);
+  expect_same_outputs(full, uneven, "head chunking limited on rank 0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, RingMemoryTest,
