@@ -23,7 +23,7 @@ export KOKKOS_MAP_DEVICE_ID_BY=mpi_rank
 MPI2="mpiexec -n 2 --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE -x KOKKOS_MAP_DEVICE_ID_BY"
 RUN=$B/perf_tests/distattn-run
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-SHAPE="--dtype bf16 --heads 32 --kv-heads 32 --dim 128"
+SHAPE=${SHAPE:-"--dtype bf16 --heads 32 --kv-heads 32 --dim 128"}  # smaller on CPU for a smoke run
 LIMIT=${RUN_LIMIT:-300}
 
 # schedule name -> driver arguments (Attention2D on the 1x2 grid, as in the table of issue #12)
@@ -36,13 +36,13 @@ args_of() {
 run_one() {  # S schedule warmup iters log
   echo "== S=$1 $2 (2 GPUs)" | tee -a "$5"
   timeout "$LIMIT" $MPI2 $RUN $(args_of "$2") $SHAPE --seq "$1" -w "$3" -n "$4" ${HEAD_GROUP:+--head-group $HEAD_GROUP} 2>&1 \
-    | grep -E "^# (median|per rank)|^ +[0-9]+ |^ +max |rror|memory" | tee -a "$5"
+    | grep -E "^# (median|per rank|rank)|^ +[0-9]+ |^ +max |rror|memory" | tee -a "$5"
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 124 ] && echo "# cut at ${LIMIT} s" | tee -a "$5"
 }
 
 for s in ${SHORT_SCHEDULES:-zigzag grid2d-o ulysses hybrid}; do
-  run_one 131072 "$s" 1 3 "$OUT/short.log"
+  run_one "${SHORT_SEQ:-131072}" "$s" 1 3 "$OUT/short.log"
 done
 for S in ${LONG_SEQS:-1048576 2097152}; do
   for s in ${LONG_SCHEDULES:-zigzag}; do
