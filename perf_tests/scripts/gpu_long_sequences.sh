@@ -3,6 +3,7 @@
 #   gpu_long_sequences.sh BUILD_DIR OUT_DIR
 # H=32, d=128, bf16, causal, forward + backward, every run prints peak memory per
 # rank (peak_GiB: every Kokkos allocation; lib_peak_GiB: the executors' own).
+# 0. the ring kinds against the fp64 reference, all heads and one kv head per pass;
 # 1. S=128K, every executor ($SHORT_SCHEDULES), -w 1 -n 3: the time to compare
 #    with the runs before the memory work (slowdown);
 # 2. growing S ($LONG_SEQS, default 1M 2M) with $LONG_SCHEDULES (default zigzag),
@@ -40,6 +41,15 @@ run_one() {  # S schedule warmup iters log
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 124 ] && echo "# cut at ${LIMIT} s" | tee -a "$5"
 }
+
+# The ring kinds' slots and head groups on the GPUs first (bf16, small, --check vs fp64).
+echo "== correctness on 2 GPUs" | tee "$OUT/check.log"
+for s in ring balanced zigzag; do
+  for g in 0 1; do
+    $MPI2 $RUN --schedule $s --dtype bf16 --seq 1024 --heads 4 --kv-heads 2 --dim 128 --head-group $g --check \
+      -n 1 -w 0 2>&1 | grep -E "^# check|FAILED|rror" | sed "s/^/$s head_group $g: /" | tee -a "$OUT/check.log"
+  done
+done
 
 for s in ${SHORT_SCHEDULES:-zigzag grid2d-o ulysses hybrid}; do
   run_one "${SHORT_SEQ:-131072}" "$s" 1 3 "$OUT/short.log"
