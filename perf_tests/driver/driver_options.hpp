@@ -21,6 +21,7 @@ struct Options {
   bool causal = true, check = false, backward = true, print_schedule = false, help = false;
   int warmup = 1, iters = 3;
   double delay_ms = 0.0;  // injected receive delay (tests the waits, not speed)
+  int head_group  = 0;    // ring kinds: kv heads per pass (0 = all that fit)
   bool decompose = false;  // also time the schedule with transfers disabled (exposed communication)
 };
 
@@ -41,6 +42,7 @@ inline void print_usage(std::ostream& os) {
         "  --check             gather results and compare with the fp64 reference\n"
         "  -w W -n N           warm-up and timed iterations (default 1, 3)\n"
         "  --delay-ms X        sleep before every receive completes (testing aid)\n"
+        "  --head-group G      ring kinds: kv heads per pass (default 0: all heads that fit in memory)\n"
         "  --print-schedule    draw the schedule table on rank 0\n"
         "  --decompose         also time the schedule with communication disabled and report\n"
         "                      exposed communication = time - compute-only time\n";
@@ -68,6 +70,7 @@ inline Options parse_options(int argc, char** argv) {
   o.warmup         = int(a.integer({"-w", "--warmup"}, o.warmup));
   o.iters          = int(a.integer({"-n", "--iters"}, o.iters));
   o.delay_ms       = a.real({"--delay-ms"}, o.delay_ms);
+  o.head_group     = int(a.integer({"--head-group"}, o.head_group));
   o.print_schedule = a.flag({"--print-schedule"});
   o.decompose      = a.flag({"--decompose"});
   a.reject_unknown();

@@ -10,6 +10,8 @@
 
 #include "common/timer.hpp"
 
+#include <DistAttn/impl/allocation_counter.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -100,6 +102,10 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   int rank = 0;
   MPI_Comm_rank(mpi, &rank);
   const long N = o.seq, n = run.local_rows;
+  // Peak memory per rank: every Kokkos allocation from here on (inputs, outputs,
+  // the executor's workspace), through the allocation hook.
+  DistAttn::Impl::AllocationCounter::install();
+  DistAttn::Impl::AllocationCounter::reset();
   auto ex      = run.make(false);
   Tensor4<T, Mem> q("q", o.batch, n, o.heads, o.dim), k("k", o.batch, n, o.kv_heads, o.dim),
       v("v", o.batch, n, o.kv_heads, o.dim), out("o", o.batch, n, o.heads, o.dim),
@@ -155,6 +161,11 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   names.push_back("recv_MB");
   row.push_back(double(sf.total_sent() + sb.total_sent()) / 1e6);
   row.push_back(double(sf.total_received() + sb.total_received()) / 1e6);
+  // Kokkos allocations only: NCCL's and the CUDA context's memory are not in them.
+  names.push_back("peak_GiB");
+  names.push_back("lib_peak_GiB");
+  row.push_back(double(DistAttn::Impl::AllocationCounter::all().peak) / double(1ull << 30));
+  row.push_back(double(DistAttn::Impl::AllocationCounter::labelled().peak) / double(1ull << 30));
   const auto table = gather_table(row, mpi);
   if (rank == 0) {
     run.describe();

@@ -81,6 +81,7 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   ro.kind          = o.schedule == "ring" ? RingKind::Vanilla : (zz ? RingKind::Zigzag : RingKind::Balanced);
   ro.causal        = o.causal;
   ro.recv_delay_ms = o.delay_ms;
+  ro.head_group    = o.head_group;
   const RingLayout layout(P, c, ro.kind);
   if (o.print_schedule && rank == 0) std::cout << to_string(RingSchedule(P, ro.kind), Pass::Forward) << '\n';
 

@@ -56,10 +56,12 @@ def main():
     if rank == 0:
         print(f"# torch {torch.__version__} context_parallel on {world} x {torch.cuda.get_device_name()} "
               f"bf16 causal h {a.heads} d {a.dim} warmup {a.warmup} iters {a.iters}")
-        print(f"# {'backend':>8} {'seq':>7} {'fwd_ms':>9} {'fwd_TF/s/gpu':>12} {'fwdbwd_ms':>10} {'fwdbwd_TF/s/gpu':>15}")
+        print(f"# {'backend':>8} {'seq':>7} {'fwd_ms':>9} {'fwd_TF/s/gpu':>12} {'fwdbwd_ms':>10} {'fwdbwd_TF/s/gpu':>15}"
+              f"  peak_GiB per rank (torch allocator)")
     for S in a.seqs:
         ff = 2.0 * a.heads * S * S * a.dim  # causal forward FLOPs, whole problem
         for name in a.backends:
+            torch.cuda.reset_peak_memory_stats()
             g = torch.Generator(device="cuda").manual_seed(1234)
             xq, xk, xv, xdo = (torch.rand(1, a.heads, S, a.dim, device="cuda", dtype=torch.bfloat16, generator=g)
                                .mul_(2).sub_(1) for _ in range(4))
@@ -78,9 +80,12 @@ def main():
                 if rank == 0:
                     print(f"  {name:>8} {S:>7} unavailable: {str(e).splitlines()[0][:100]}")
                 continue
+            peak = torch.tensor([torch.cuda.max_memory_allocated() / 2**30], device="cuda")
+            peaks = [torch.zeros_like(peak) for _ in range(world)]
+            dist.all_gather(peaks, peak)
             if rank == 0:
                 print(f"  {name:>8} {S:>7} {tf*1e3:>9.2f} {ff/tf/world*1e-12:>12.1f} {tfb*1e3:>10.2f} "
-                      f"{3.5*ff/tfb/world*1e-12:>15.1f}", flush=True)
+                      f"{3.5*ff/tfb/world*1e-12:>15.1f}  " + " ".join(f"{x.item():.2f}" for x in peaks), flush=True)
             del xq, xk, xv, xdo
             torch.cuda.empty_cache()
     dist.destroy_process_group()

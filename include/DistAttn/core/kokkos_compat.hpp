@@ -6,8 +6,11 @@
 #include <Kokkos_Core.hpp>
 
 #include <cmath>
+#include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #if KOKKOS_VERSION >= 30700
@@ -102,6 +105,31 @@ KOKKOS_INLINE_FUNCTION void swap(T& a, T& b) {
 template <class Exec>
 inline constexpr bool host_accessible_v =
     Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
+
+/// free_memory_bytes's answer where the backend cannot say (host memory).
+inline constexpr std::size_t kUnknownFreeMemory = std::numeric_limits<std::size_t>::max();
+
+/// Free bytes of the device behind memory space Mem (cudaMemGetInfo on CUDA
+/// builds), or kUnknownFreeMemory for host spaces.
+template <class Mem>
+inline std::size_t free_memory_bytes() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if (std::is_same<Mem, Kokkos::CudaSpace>::value || std::is_same<Mem, Kokkos::CudaUVMSpace>::value) {
+    std::size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess) return free_b;
+  }
+#endif
+  return kUnknownFreeMemory;
+}
+
+/// Kokkos Tools allocation callbacks (same signature in 3.4 and 4.x): called with
+/// the space, the View's label, the pointer and the data bytes of every
+/// allocation and deallocation Kokkos makes. nullptr removes a callback.
+using AllocationCallback = void (*)(Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t);
+inline void set_allocation_callbacks(AllocationCallback on_alloc, AllocationCallback on_free) {
+  Kokkos::Tools::Experimental::set_allocate_data_callback(on_alloc);
+  Kokkos::Tools::Experimental::set_deallocate_data_callback(on_free);
+}
 
 }  // namespace compat
 }  // namespace DistAttn

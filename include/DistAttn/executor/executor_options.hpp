@@ -23,6 +23,15 @@ struct ExecutorOptions {
   /// Skip all transfers (results are then garbage): measures compute alone for
   /// the "exposed communication" decomposition of the perf tests.
   bool compute_only = false;
+  /// Bytes the executor's workspace may use on each rank; 0: the device's free
+  /// memory, capped by the environment variable DISTATTN_MEMORY_LIMIT when set
+  /// (host backends have no free-memory query: there only a limit is checked).
+  std::size_t memory_limit_bytes = 0;
+  /// Head chunking: kv heads per pass (their query heads go along); must divide
+  /// kv_heads. 0: all heads when their workspace fits, else the largest group that
+  /// fits on every rank. A group costs a contiguous copy of its inputs, and its
+  /// messages are heads/group times smaller and more numerous.
+  int head_group = 0;
 };
 
 /// @brief What one forward() or backward() did on this rank.

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -183,6 +184,15 @@ class EntryAgreement {
   using Comm = Communicator<CommSpace, Exec>;
   using Mem  = typename Exec::memory_space;
 
+  /// Bytes of the all-gather buffers the first run() allocates on a group of P ranks.
+  /// A value this rank proposes in the next run() (inside local_checks); after it,
+  /// agreed_minimum() is the smallest any rank proposed (max() if none did): how
+  /// ranks settle a choice that depends on local state, such as free memory.
+  void propose(std::int64_t v) { proposal_ = v; }
+  std::int64_t agreed_minimum() const { return agreed_; }
+
+  static constexpr std::size_t buffer_bytes(int P) { return std::size_t(kWords) * sizeof(std::int64_t) * (1 + P); }
+
   /// Runs `local_checks` (which throws InvalidArgument on a bad argument), then
   /// all-gathers every rank's outcome and configuration. Returns only when every
   /// rank's checks passed and all configurations agree; otherwise throws
@@ -207,7 +217,9 @@ class EntryAgreement {
     auto hs = Kokkos::create_mirror_view(send_);
     Kokkos::deep_copy(hs, std::int64_t(0));
     hs(0) = own ? 1 : 0;
-    hs(1) = std::int64_t(config.size());
+    hs(1)         = std::int64_t(config.size());
+    hs(kProposal) = proposal_;
+    proposal_     = std::numeric_limits<std::int64_t>::max();
     for (std::size_t i = 0; i < config.size(); ++i) hs(2 + i) = config[i].value;
     const std::size_t n = std::min(own_msg.size(), std::size_t(kMsgChars));
     std::memcpy(reinterpret_cast<char*>(hs.data() + kMsgWord), own_msg.data(), n);
@@ -222,6 +234,8 @@ class EntryAgreement {
       if (!std::equal(mine + 1, mine + 2 + config.size(), theirs + 1))
         throw_invalid_argument(where, mismatch_message(hr.data(), P, config));
     }
+    agreed_ = std::numeric_limits<std::int64_t>::max();
+    for (int r = 0; r < P; ++r) agreed_ = std::min(agreed_, hr(std::size_t(kWords) * r + kProposal));
     int first = -1, failed = 0;
     for (int r = 0; r < P; ++r)
       if (hr(std::size_t(kWords) * r) != 0) {
@@ -244,9 +258,10 @@ class EntryAgreement {
   }
 
  private:
-  // Per rank: [0] status, [1] field count, [2, 2 + kFields) fields, then the message.
+  // Per rank: [0] status, [1] field count, [2, 2 + kFields) fields, the proposal, then the message.
   static constexpr int kFields   = 14;
-  static constexpr int kMsgWord  = 2 + kFields;
+  static constexpr int kProposal = 2 + kFields;
+  static constexpr int kMsgWord  = 3 + kFields;
   static constexpr int kWords    = 64;
   static constexpr int kMsgChars = (kWords - kMsgWord) * int(sizeof(std::int64_t)) - 1;
 
@@ -263,6 +278,7 @@ class EntryAgreement {
   }
 
   Kokkos::View<std::int64_t*, Mem> send_, recv_;
+  std::int64_t proposal_ = std::numeric_limits<std::int64_t>::max(), agreed_ = proposal_;
 };
 
 }  // namespace DistAttn::Impl

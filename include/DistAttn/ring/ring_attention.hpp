@@ -38,11 +38,18 @@
 /// one of two slots; a helper's result is sent as soon as it is computed and merged
 /// by its owner one step later (merges commute, SPEC §2.3.4). The compute instance
 /// waits on requests with Request::wait(compute) — no device-wide synchronize.
+///
+/// Memory (docs/design/memory.md): a pass allocates only the slots its schedule
+/// uses on some rank (zigzag and vanilla never receive queries or partial states),
+/// in one workspace that forward and backward share (executor/memory_plan.hpp);
+/// memory_plan() says how much before anything is allocated, and a pass whose
+/// workspace does not fit fails on every rank at entry.
 
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
 #include <DistAttn/comm/p2p_batch.hpp>
 #include <DistAttn/executor/executor_options.hpp>
+#include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
@@ -94,6 +101,10 @@ class RingAttention {
     DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
                      "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
                          << " schedule skips every block above the diagonal, so it computes causal attention only");
+    DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
+                     "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
+                                    << ")");
+    plan_ = memory_plan(comm.size(), B_, c_, H_, Hkv_, D_, opts_);
   }
 
   const RingSchedule& schedule() const { return schedule_; }
@@ -101,6 +112,22 @@ class RingAttention {
   const RingLayout& layout() const { return layout_; }
   const RingStats& stats() const { return rec_.stats(); }
   int chunk() const { return c_; }
+
+  /// Workspace bytes forward and backward allocate on each rank, per buffer.
+  /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
+  MemoryPlan memory_plan() const { return plan_; }
+  /// The same for any extents, without a communicator (P ranks, `chunk` tokens each).
+  static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
+                                const RingOptions& opts = {}) {
+    const int g       = opts.head_group > 0 ? opts.head_group : kv_heads;
+    const Shape shape = make_shape(RingSchedule(P, opts.kind), batch, chunk, heads, kv_heads, head_dim, g);
+    MemoryPlan plan;
+    Buffers scratch;
+    Impl::Carver<Mem> fwd(plan.forward), bwd(plan.backward);
+    lay_out_forward(fwd, scratch, shape);
+    lay_out_backward(bwd, scratch, shape);
+    return plan;
+  }
 
   /// O and LSE ([B, H, chunk], accumulation type) of this rank's query chunk.
   template <class QV, class KV, class VV, class OV, class LV>
@@ -112,10 +139,20 @@ class RingAttention {
       Impl::check_same4(where, "q", q, "o", o);
       Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
       if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
+      agree_.propose(choose_group(where, Pass::Forward));
     });
-    run_forward(stage_q_.get(compute_, q, "DistAttn::ring.q_staged"),
-                stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
-                stage_v_.get(compute_, v, "DistAttn::ring.v_staged"), o, lse);
+    const int g = use_workspace(Pass::Forward, int(agree_.agreed_minimum()));
+    begin_pass();
+    const auto in = staged_qkv(q, k, v);
+    if (g == Hkv_) {
+      run_forward(in[0], in[1], in[2], o, lse);
+    } else {
+      for_each_group(g, [&](auto qh, auto kh) {
+        copy_group(in, qh, kh);
+        run_forward(buf_.qg, buf_.kg, buf_.vg, heads(o, qh), stat_heads(lse, qh));
+      });
+    }
+    end_pass();
   }
 
   /// dq, dk, dv (overwritten) of this rank's chunk from its q, k, v, the forward's o and lse, and dO.
@@ -127,12 +164,25 @@ class RingAttention {
     agree_.run(comm_, where, config(1), [&] {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
+      agree_.propose(choose_group(where, Pass::Backward));
     });
-    run_backward(stage_q_.get(compute_, q, "DistAttn::ring.q_staged"),
-                 stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
-                 stage_v_.get(compute_, v, "DistAttn::ring.v_staged"), o,
-                 stage_do_.get(compute_, dout, "DistAttn::ring.do_staged"),
-                 stage_lse_.get_stats(compute_, lse, "DistAttn::ring.lse_staged"), dq, dk, dv);
+    const int g = use_workspace(Pass::Backward, int(agree_.agreed_minimum()));
+    begin_pass();
+    const auto in     = staged_qkv(q, k, v);
+    const CView dos   = stage_do_.get(compute_, dout, "DistAttn::ring.do_staged");
+    const CStats lses = stage_lse_.get_stats(compute_, lse, "DistAttn::ring.lse_staged");
+    if (g == Hkv_) {
+      run_backward(in[0], in[1], in[2], o, dos, lses, dq, dk, dv);
+    } else {
+      for_each_group(g, [&](auto qh, auto kh) {
+        copy_group(in, qh, kh);
+        Kokkos::deep_copy(compute_, buf_.dog, heads(dos, qh));
+        Kokkos::deep_copy(compute_, buf_.lseg, stat_heads(lses, qh));
+        run_backward(buf_.qg, buf_.kg, buf_.vg, heads(o, qh), buf_.dog, buf_.lseg, heads(dq, qh), heads(dk, kh),
+                     heads(dv, kh));
+      });
+    }
+    end_pass();
   }
 
  private:
@@ -141,15 +191,13 @@ class RingAttention {
 
   template <class OV, class LV>
   void run_forward(const CView& q, const CView& k, const CView& v, const OV& o, const LV& lse) {
-    ensure_forward_workspace();
-    begin_pass();
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
-    reset_state(compute_, own_);
-    // Inputs need two slots (step t computes while t+1 arrives); results need
-    // three (t-1 awaits its merge while t and t+1 travel).
+    if (!zigzag()) reset_state(compute_, buf_.own);
+    // Inputs need two slots (step t computes while t+1 arrives), results too:
+    // step t-1's result is merged before step t+1's is posted.
     std::array<std::vector<Req>, 2> in_reqs;
-    std::array<std::vector<Req>, 3> res_reqs;
-    std::array<bool, 3> res_pending{false, false, false};
+    std::array<std::vector<Req>, 2> res_reqs;
+    std::array<bool, 2> res_pending{false, false};
 
     // One group per phase: every input of step t, then (after step t's tile)
     // every result of step t. Each rank's communicator sees the same sequence of
@@ -160,10 +208,10 @@ class RingAttention {
       const int s = t % 2;
       Batch b(comm_);
       if (st.recv_input.kind == PayloadKind::KV) {
-        recv(b, kbuf_[s], st.recv_input, 0);
-        recv(b, vbuf_[s], st.recv_input, 1);
+        recv(b, buf_.kbuf[s], st.recv_input, 0);
+        recv(b, buf_.vbuf[s], st.recv_input, 1);
       } else if (st.recv_input.active()) {
-        recv(b, qbuf_[s], st.recv_input, 0);
+        recv(b, buf_.qbuf[s], st.recv_input, 0);
       }
       if (st.send_input.kind == PayloadKind::KV) {
         send(b, k, st.send_input, 0);
@@ -175,19 +223,20 @@ class RingAttention {
     };
     auto post_results = [&](int t) {
       const RankStep st = schedule_.forward(x, t);
-      const int r = t % 3;
+      const int r = t % 2;
       Batch b(comm_);
+      // The partial was just computed, and slot r was last read by step t-2's merge.
+      if (st.send_result.active() || st.recv_result.active()) comm_.depend_on(compute_);
       if (st.send_result.active()) {
-        comm_.depend_on(compute_);  // the partial was just computed
         const int s = t % 2;
-        send(b, spart_[s].acc, st.send_result, 0);
-        send(b, spart_[s].m, st.send_result, 1);
-        send(b, spart_[s].l, st.send_result, 2);
+        send(b, buf_.spart[s].acc, st.send_result, 0);
+        send(b, buf_.spart[s].m, st.send_result, 1);
+        send(b, buf_.spart[s].l, st.send_result, 2);
       }
       if (st.recv_result.active()) {
-        recv(b, rpart_[r].acc, st.recv_result, 0);
-        recv(b, rpart_[r].m, st.recv_result, 1);
-        recv(b, rpart_[r].l, st.recv_result, 2);
+        recv(b, buf_.rpart[r].acc, st.recv_result, 0);
+        recv(b, buf_.rpart[r].m, st.recv_result, 1);
+        recv(b, buf_.rpart[r].l, st.recv_result, 2);
         res_pending[r] = true;
       }
       post(b, res_reqs[r]);
@@ -196,23 +245,23 @@ class RingAttention {
     // receive is merged): one step after it was posted.
     auto merge_result = [&](int t) {
       if (t < 0) return;
-      const int r = t % 3;
+      const int r = t % 2;
       wait_all_on(res_reqs[r], res_pending[r]);
       if (!res_pending[r]) return;
-      attention_merge(compute_, own_, rpart_[r]);
+      attention_merge(compute_, buf_.own, buf_.rpart[r]);
       res_pending[r] = false;
       rec_.merged();
     };
 
     if (nsteps > 1) post_inputs(1);
     if (zigzag()) {
-      reset_state(compute_, own_z_[0]);
-      reset_state(compute_, own_z_[1]);
+      reset_state(compute_, buf_.own_z[0]);
+      reset_state(compute_, buf_.own_z[1]);
       zigzag_fwd(x, x, q, k, v);
     } else {
       timed([&] {
         AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_));
-        attention_fwd_update(compute_, q, k, v, own_, ao);
+        attention_fwd_update(compute_, q, k, v, buf_.own, ao);
       });
     }
     for (int t = 1; t < nsteps; ++t) {
@@ -224,12 +273,12 @@ class RingAttention {
         const ComputeTask& task = *st.compute;
         const AttnOptions ao    = task_options(task.mask(c_));
         if (zigzag()) {
-          zigzag_fwd(x, task.k_chunk, q, kbuf_[s], vbuf_[s]);
+          zigzag_fwd(x, task.k_chunk, q, buf_.kbuf[s], buf_.vbuf[s]);
         } else if (task.own_query) {
-          timed([&] { attention_fwd_update(compute_, q, kbuf_[s], vbuf_[s], own_, ao); });
+          timed([&] { attention_fwd_update(compute_, q, buf_.kbuf[s], buf_.vbuf[s], buf_.own, ao); });
         } else {
-          reset_state(compute_, spart_[s]);
-          timed([&] { attention_fwd_update(compute_, qbuf_[s], k, v, spart_[s], ao); });
+          reset_state(compute_, buf_.spart[s]);
+          timed([&] { attention_fwd_update(compute_, buf_.qbuf[s], k, v, buf_.spart[s], ao); });
         }
       }
       post_results(t);
@@ -237,26 +286,23 @@ class RingAttention {
     }
     merge_result(nsteps - 1);
     if (zigzag()) {
-      for (int a = 0; a < 2; ++a) attention_finalize(compute_, own_z_[a], half(o, a), half_stats(lse, a));
+      for (int a = 0; a < 2; ++a) attention_finalize(compute_, buf_.own_z[a], half(o, a), half_stats(lse, a));
     } else {
-      attention_finalize(compute_, own_, o, lse);
+      attention_finalize(compute_, buf_.own, o, lse);
     }
-    end_pass();
   }
 
   template <class OV, class DQV, class DKV, class DVV>
   void run_backward(const CView& q, const CView& k, const CView& v, const OV& o, const CView& dout,
                     const CStats& lse, const DQV& dq, const DKV& dk, const DVV& dv) {
-    ensure_backward_workspace();
-    begin_pass();
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
-    attention_bwd_delta(compute_, o, dout, delta_);
-    Kokkos::deep_copy(compute_, gq_, Acc(0));
-    Kokkos::deep_copy(compute_, gk_, Acc(0));
-    Kokkos::deep_copy(compute_, gv_, Acc(0));
+    attention_bwd_delta(compute_, o, dout, buf_.delta);
+    Kokkos::deep_copy(compute_, buf_.gq, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.gk, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.gv, Acc(0));
     std::array<std::vector<Req>, 2> in_reqs;
-    std::array<std::vector<Req>, 3> res_reqs;
-    std::array<Transfer, 3> res_info{};
+    std::array<std::vector<Req>, 2> res_reqs;
+    std::array<Transfer, 2> res_info{};
 
     auto post_inputs = [&](int t) {
       const RankStep st = schedule_.backward(x, t);
@@ -264,13 +310,13 @@ class RingAttention {
       const int s = t % 2;
       Batch b(comm_);
       if (st.recv_input.kind == PayloadKind::KV) {
-        recv(b, kbuf_[s], st.recv_input, 0);
-        recv(b, vbuf_[s], st.recv_input, 1);
+        recv(b, buf_.kbuf[s], st.recv_input, 0);
+        recv(b, buf_.vbuf[s], st.recv_input, 1);
       } else if (st.recv_input.active()) {
-        recv(b, qbuf_[s], st.recv_input, 0);
-        recv(b, dobuf_[s], st.recv_input, 1);
-        recv(b, lsebuf_[s], st.recv_input, 2);
-        recv(b, delbuf_[s], st.recv_input, 3);
+        recv(b, buf_.qbuf[s], st.recv_input, 0);
+        recv(b, buf_.dobuf[s], st.recv_input, 1);
+        recv(b, buf_.lsebuf[s], st.recv_input, 2);
+        recv(b, buf_.delbuf[s], st.recv_input, 3);
       }
       if (st.send_input.kind == PayloadKind::KV) {
         send(b, k, st.send_input, 0);
@@ -279,40 +325,41 @@ class RingAttention {
         send(b, q, st.send_input, 0);
         send(b, dout, st.send_input, 1);
         send(b, lse, st.send_input, 2);
-        send(b, delta_, st.send_input, 3);
+        send(b, buf_.delta, st.send_input, 3);
       }
       post(b, in_reqs[s]);
     };
     auto post_results = [&](int t) {
       const RankStep st = schedule_.backward(x, t);
-      const int r = t % 3, s = t % 2;
+      const int r = t % 2, s = t % 2;
       Batch b(comm_);
-      if (st.send_result.active()) comm_.depend_on(compute_);
+      // The gradients were just computed, and slot r was last read by step t-2's addition.
+      if (st.send_result.active() || st.recv_result.active()) comm_.depend_on(compute_);
       if (st.send_result.kind == PayloadKind::GradKV) {
-        send(b, sdk_[s], st.send_result, 0);
-        send(b, sdv_[s], st.send_result, 1);
+        send(b, buf_.sdk[s], st.send_result, 0);
+        send(b, buf_.sdv[s], st.send_result, 1);
       } else if (st.send_result.kind == PayloadKind::GradQ) {
-        send(b, sdq_[s], st.send_result, 0);
+        send(b, buf_.sdq[s], st.send_result, 0);
       }
       res_info[r] = st.recv_result;
       if (st.recv_result.kind == PayloadKind::GradKV) {
-        recv(b, rdk_[r], st.recv_result, 0);
-        recv(b, rdv_[r], st.recv_result, 1);
+        recv(b, buf_.rdk[r], st.recv_result, 0);
+        recv(b, buf_.rdv[r], st.recv_result, 1);
       } else if (st.recv_result.kind == PayloadKind::GradQ) {
-        recv(b, rdq_[r], st.recv_result, 0);
+        recv(b, buf_.rdq[r], st.recv_result, 0);
       }
       post(b, res_reqs[r]);
     };
     auto add_result = [&](int t) {
       if (t < 0) return;
-      const int r = t % 3;
+      const int r = t % 2;
       wait_all_on(res_reqs[r], res_info[r].active());
       if (!res_info[r].active()) return;
       if (res_info[r].kind == PayloadKind::GradKV) {
-        Impl::add4(compute_, rdk_[r], gk_, "DistAttn::ring_bwd.add_dk");
-        Impl::add4(compute_, rdv_[r], gv_, "DistAttn::ring_bwd.add_dv");
+        Impl::add4(compute_, buf_.rdk[r], buf_.gk, "DistAttn::ring_bwd.add_dk");
+        Impl::add4(compute_, buf_.rdv[r], buf_.gv, "DistAttn::ring_bwd.add_dv");
       } else {
-        Impl::add4(compute_, rdq_[r], gq_, "DistAttn::ring_bwd.add_dq");
+        Impl::add4(compute_, buf_.rdq[r], buf_.gq, "DistAttn::ring_bwd.add_dq");
       }
       res_info[r] = Transfer{};
       rec_.merged();
@@ -320,11 +367,11 @@ class RingAttention {
 
     if (nsteps > 1) post_inputs(1);
     if (zigzag()) {
-      zigzag_bwd(x, x, q, k, v, dout, lse, gk_, gv_);
+      zigzag_bwd(x, x, q, k, v, dout, lse, buf_.gk, buf_.gv);
     } else {
       timed([&] {
         AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_));
-        attention_bwd_update(compute_, q, k, v, dout, lse, delta_, gq_, gk_, gv_, ao);
+        attention_bwd_update(compute_, q, k, v, dout, lse, buf_.delta, buf_.gq, buf_.gk, buf_.gv, ao);
       });
     }
     for (int t = 1; t < nsteps; ++t) {
@@ -336,19 +383,19 @@ class RingAttention {
         const ComputeTask& task = *st.compute;
         const AttnOptions ao    = task_options(task.mask(c_));
         if (task.own_query) {
-          Kokkos::deep_copy(compute_, sdk_[s], Acc(0));
-          Kokkos::deep_copy(compute_, sdv_[s], Acc(0));
+          Kokkos::deep_copy(compute_, buf_.sdk[s], Acc(0));
+          Kokkos::deep_copy(compute_, buf_.sdv[s], Acc(0));
           if (zigzag()) {
-            zigzag_bwd(x, task.k_chunk, q, kbuf_[s], vbuf_[s], dout, lse, sdk_[s], sdv_[s]);
+            zigzag_bwd(x, task.k_chunk, q, buf_.kbuf[s], buf_.vbuf[s], dout, lse, buf_.sdk[s], buf_.sdv[s]);
           } else {
             timed([&] {
-              attention_bwd_update(compute_, q, kbuf_[s], vbuf_[s], dout, lse, delta_, gq_, sdk_[s], sdv_[s], ao);
+              attention_bwd_update(compute_, q, buf_.kbuf[s], buf_.vbuf[s], dout, lse, buf_.delta, buf_.gq, buf_.sdk[s], buf_.sdv[s], ao);
             });
           }
         } else {
-          Kokkos::deep_copy(compute_, sdq_[s], Acc(0));
+          Kokkos::deep_copy(compute_, buf_.sdq[s], Acc(0));
           timed([&] {
-            attention_bwd_update(compute_, qbuf_[s], k, v, dobuf_[s], lsebuf_[s], delbuf_[s], sdq_[s], gk_, gv_, ao);
+            attention_bwd_update(compute_, buf_.qbuf[s], k, v, buf_.dobuf[s], buf_.lsebuf[s], buf_.delbuf[s], buf_.sdq[s], buf_.gk, buf_.gv, ao);
           });
         }
       }
@@ -356,10 +403,9 @@ class RingAttention {
       add_result(t - 1);
     }
     add_result(nsteps - 1);
-    Impl::convert4(compute_, gq_, dq, "DistAttn::ring_bwd.dq");
-    Impl::convert4(compute_, gk_, dk, "DistAttn::ring_bwd.dk");
-    Impl::convert4(compute_, gv_, dv, "DistAttn::ring_bwd.dv");
-    end_pass();
+    Impl::convert4(compute_, buf_.gq, dq, "DistAttn::ring_bwd.dq");
+    Impl::convert4(compute_, buf_.gk, dk, "DistAttn::ring_bwd.dk");
+    Impl::convert4(compute_, buf_.gv, dv, "DistAttn::ring_bwd.dv");
   }
 
   /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
@@ -368,7 +414,7 @@ class RingAttention {
             {"heads", H_},          {"kv_heads", Hkv_},
             {"head_dim", D_},       {"kind", int(opts_.kind)},
             {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
-            {"pass", pass}};
+            {"pass", pass},         {"head_group", opts_.head_group}};
   }
 
   template <class QV, class KV, class VV>
@@ -408,7 +454,7 @@ class RingAttention {
   template <class QV, class KV, class VV>
   void zigzag_fwd(int qrank, int krank, const QV& q, const KV& k, const VV& v) {
     for_each_half_block(qrank, krank, [&](int a, int b, const Mask& m) {
-      timed([&] { attention_fwd_update(compute_, half(q, a), half(k, b), half(v, b), own_z_[a], task_options(m)); });
+      timed([&] { attention_fwd_update(compute_, half(q, a), half(k, b), half(v, b), buf_.own_z[a], task_options(m)); });
     });
   }
   template <class QV, class KV, class VV, class DOV, class LV, class GK>
@@ -417,7 +463,7 @@ class RingAttention {
     for_each_half_block(qrank, krank, [&](int a, int b, const Mask& m) {
       timed([&] {
         attention_bwd_update(compute_, half(q, a), half(k, b), half(v, b), half(dout, a), half_stats(lse, a),
-                             half_stats(delta_, a), half(gq_, a), half(dk, b), half(dv, b), task_options(m));
+                             half_stats(buf_.delta, a), half(buf_.gq, a), half(dk, b), half(dv, b), task_options(m));
       });
     });
   }
@@ -463,46 +509,176 @@ class RingAttention {
   }
   void end_pass() { rec_.end("DistAttn::RingAttention: pass done"); }
 
-  void ensure_forward_workspace() {
-    if (fwd_ready_) return;
-    own_ = make_state<Acc>(compute_, B_, c_, H_, D_, "DistAttn::ring.state");
-    if (zigzag())
-      for (int a = 0; a < 2; ++a) own_z_[a] = make_state<Acc>(compute_, B_, c_ / 2, H_, D_, "DistAttn::ring.state_half");
-    for (int s = 0; s < 2; ++s) {
-      alloc_kv(s);
-      if (qbuf_[s].size() == 0) qbuf_[s] = TView("DistAttn::ring.q_slot", B_, c_, H_, D_);
-      spart_[s] = make_state<Acc>(compute_, B_, c_, H_, D_, "DistAttn::ring.partial_send");
-    }
-    for (int r = 0; r < 3; ++r) rpart_[r] = make_state<Acc>(compute_, B_, c_, H_, D_, "DistAttn::ring.partial_recv");
-    fwd_ready_ = true;
+  // Which optional slots the schedule uses on some rank (the plan is the same on every rank).
+  struct Slots {
+    bool q_input = false, partials = false, qbundle = false, grad_q = false, grad_kv = false;
+  };
+  struct Shape {
+    int B, c, H, Hkv, D;
+    Slots used;
+    bool kv_slots, zigzag, grouped;
+  };
+  // Everything a pass uses besides the caller's tensors; views into the workspace.
+  struct Buffers {
+    State own;
+    std::array<State, 2> own_z;
+    std::array<TView, 2> kbuf, vbuf, qbuf, dobuf;
+    std::array<StatView, 2> lsebuf, delbuf;
+    std::array<State, 2> spart, rpart;
+    StatView delta, lseg;
+    TView qg, kg, vg, dog;  // contiguous copies of one head group's inputs
+    AccView gq, gk, gv;
+    std::array<AccView, 2> sdk, sdv, sdq, rdk, rdv, rdq;
+  };
+
+  // A pass over `group` kv heads (and their query heads) at a time.
+  static Shape make_shape(const RingSchedule& sched, int B, int c, int H, int Hkv, int D, int group) {
+    return Shape{B,        c, group * (H / Hkv), group, D, slots_used(sched), sched.num_steps() > 1,
+                 sched.kind() == RingKind::Zigzag, group < Hkv};
   }
-  void ensure_backward_workspace() {
-    if (bwd_ready_) return;
-    delta_ = StatView("DistAttn::ring.delta", B_, H_, c_);
-    gq_    = AccView("DistAttn::ring.dq", B_, c_, H_, D_);
-    gk_    = AccView("DistAttn::ring.dk", B_, c_, Hkv_, D_);
-    gv_    = AccView("DistAttn::ring.dv", B_, c_, Hkv_, D_);
-    for (int s = 0; s < 2; ++s) {
-      alloc_kv(s);
-      if (qbuf_[s].size() == 0) qbuf_[s] = TView("DistAttn::ring.q_slot", B_, c_, H_, D_);
-      dobuf_[s]  = TView("DistAttn::ring.do_slot", B_, c_, H_, D_);
-      lsebuf_[s] = StatView("DistAttn::ring.lse_slot", B_, H_, c_);
-      delbuf_[s] = StatView("DistAttn::ring.delta_slot", B_, H_, c_);
-      sdk_[s]    = AccView("DistAttn::ring.dk_send", B_, c_, Hkv_, D_);
-      sdv_[s]    = AccView("DistAttn::ring.dv_send", B_, c_, Hkv_, D_);
-      sdq_[s]    = AccView("DistAttn::ring.dq_send", B_, c_, H_, D_);
-    }
-    for (int r = 0; r < 3; ++r) {
-      rdk_[r] = AccView("DistAttn::ring.dk_recv", B_, c_, Hkv_, D_);
-      rdv_[r] = AccView("DistAttn::ring.dv_recv", B_, c_, Hkv_, D_);
-      rdq_[r] = AccView("DistAttn::ring.dq_recv", B_, c_, H_, D_);
-    }
-    bwd_ready_ = true;
+  static Slots slots_used(const RingSchedule& sched) {
+    Slots u;
+    for (int x = 0; x < sched.num_ranks(); ++x)
+      for (int t = 1; t < sched.num_steps(); ++t) {
+        const RankStep f = sched.forward(x, t), b = sched.backward(x, t);
+        u.q_input |= f.recv_input.kind == PayloadKind::Q;
+        u.partials |= f.recv_result.kind == PayloadKind::Partial || f.send_result.kind == PayloadKind::Partial;
+        u.qbundle |= b.recv_input.kind == PayloadKind::QBundle;
+        u.grad_q |= b.recv_result.kind == PayloadKind::GradQ || b.send_result.kind == PayloadKind::GradQ;
+        u.grad_kv |= b.recv_result.kind == PayloadKind::GradKV || b.send_result.kind == PayloadKind::GradKV;
+      }
+    return u;
   }
-  void alloc_kv(int s) {
-    if (kbuf_[s].size() != 0) return;
-    kbuf_[s] = TView("DistAttn::ring.k_slot", B_, c_, Hkv_, D_);
-    vbuf_[s] = TView("DistAttn::ring.v_slot", B_, c_, Hkv_, D_);
+
+  static void lay_out_kv(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    if (s.grouped) {
+      c.take(b.qg, "DistAttn::ring.q_group", s.B, s.c, s.H, s.D);
+      c.take(b.kg, "DistAttn::ring.k_group", s.B, s.c, s.Hkv, s.D);
+      c.take(b.vg, "DistAttn::ring.v_group", s.B, s.c, s.Hkv, s.D);
+    }
+    if (!s.kv_slots) return;
+    for (int i = 0; i < 2; ++i) {
+      c.take(b.kbuf[i], "DistAttn::ring.k_slot", s.B, s.c, s.Hkv, s.D);
+      c.take(b.vbuf[i], "DistAttn::ring.v_slot", s.B, s.c, s.Hkv, s.D);
+    }
+  }
+  // Zigzag keeps one state per half-chunk (they are the only states it needs);
+  // the other kinds one for the chunk plus the helpers' partial slots.
+  static void lay_out_forward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    if (s.zigzag) {
+      for (int a = 0; a < 2; ++a) c.state(b.own_z[a], "DistAttn::ring.state_half", s.B, s.c / 2, s.H, s.D);
+    } else {
+      c.state(b.own, "DistAttn::ring.state", s.B, s.c, s.H, s.D);
+    }
+    lay_out_kv(c, b, s);
+    for (int i = 0; i < 2 && s.used.q_input; ++i) c.take(b.qbuf[i], "DistAttn::ring.q_slot", s.B, s.c, s.H, s.D);
+    for (int i = 0; i < 2 && s.used.partials; ++i) {
+      c.state(b.spart[i], "DistAttn::ring.partial_send", s.B, s.c, s.H, s.D);
+      c.state(b.rpart[i], "DistAttn::ring.partial_recv", s.B, s.c, s.H, s.D);
+    }
+  }
+  static void lay_out_backward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    c.take(b.delta, "DistAttn::ring.delta", s.B, s.H, s.c);
+    if (s.grouped) {
+      c.take(b.dog, "DistAttn::ring.do_group", s.B, s.c, s.H, s.D);
+      c.take(b.lseg, "DistAttn::ring.lse_group", s.B, s.H, s.c);
+    }
+    c.take(b.gq, "DistAttn::ring.dq", s.B, s.c, s.H, s.D);
+    c.take(b.gk, "DistAttn::ring.dk", s.B, s.c, s.Hkv, s.D);
+    c.take(b.gv, "DistAttn::ring.dv", s.B, s.c, s.Hkv, s.D);
+    lay_out_kv(c, b, s);
+    for (int i = 0; i < 2 && s.used.qbundle; ++i) {
+      c.take(b.qbuf[i], "DistAttn::ring.q_slot", s.B, s.c, s.H, s.D);
+      c.take(b.dobuf[i], "DistAttn::ring.do_slot", s.B, s.c, s.H, s.D);
+      c.take(b.lsebuf[i], "DistAttn::ring.lse_slot", s.B, s.H, s.c);
+      c.take(b.delbuf[i], "DistAttn::ring.delta_slot", s.B, s.H, s.c);
+    }
+    for (int i = 0; i < 2 && s.used.grad_kv; ++i) {
+      c.take(b.sdk[i], "DistAttn::ring.dk_send", s.B, s.c, s.Hkv, s.D);
+      c.take(b.sdv[i], "DistAttn::ring.dv_send", s.B, s.c, s.Hkv, s.D);
+      c.take(b.rdk[i], "DistAttn::ring.dk_recv", s.B, s.c, s.Hkv, s.D);
+      c.take(b.rdv[i], "DistAttn::ring.dv_recv", s.B, s.c, s.Hkv, s.D);
+    }
+    for (int i = 0; i < 2 && s.used.grad_q; ++i) {
+      c.take(b.sdq[i], "DistAttn::ring.dq_send", s.B, s.c, s.H, s.D);
+      c.take(b.rdq[i], "DistAttn::ring.dq_recv", s.B, s.c, s.H, s.D);
+    }
+  }
+
+  const MemoryLayout& layout_of(const MemoryPlan& p, Pass pass) const {
+    return pass == Pass::Forward ? p.forward : p.backward;
+  }
+  MemoryPlan plan_for(int group) const {
+    RingOptions o = opts_;
+    o.head_group  = group;
+    return memory_plan(comm_.size(), B_, c_, H_, Hkv_, D_, o);
+  }
+  /// Inside the entry agreement: the most kv heads per pass whose workspace this
+  /// rank can hold (ExecutorOptions::head_group when set; all when they fit). When
+  /// not even the smallest group fits, it fails every rank with the need.
+  int choose_group(const char* where, Pass pass) const {
+    std::vector<int> groups;
+    if (opts_.head_group > 0) groups.push_back(opts_.head_group);
+    for (int g = Hkv_; g >= 1 && opts_.head_group == 0; --g)
+      if (Hkv_ % g == 0) groups.push_back(g);
+    std::size_t usable = 0;
+    bool asked         = false;
+    for (int g : groups) {
+      const std::size_t need = layout_of(plan_for(g), pass).total();
+      if (need <= ws_.held()) return g;
+      if (!asked) usable = Impl::usable_bytes<Mem>(ws_.held(), opts_.memory_limit_bytes), asked = true;
+      if (need <= usable) return g;
+    }
+    const MemoryPlan smallest = plan_for(groups.back());
+    const MemoryLayout& l     = layout_of(smallest, pass);
+    Impl::check_fits(where, pass == Pass::Forward ? "forward" : "backward", l.total(), usable,
+                     double(l.total()) / c_, zigzag() ? 2 : 1, comm_.size(), l);
+    return groups.back();
+  }
+  /// Points buf_ at the workspace in the layout of `pass` over `group` kv heads
+  /// (growing it if needed; forward's and backward's layouts overlap).
+  int use_workspace(Pass pass, int group) {
+    if (carved_pass_ == int(pass) && carved_group_ == group) return group;
+    const Shape s = make_shape(schedule_, B_, c_, H_, Hkv_, D_, group);
+    auto lay_out  = [&](Impl::Carver<Mem>& c, Buffers& b) {
+      pass == Pass::Forward ? lay_out_forward(c, b, s) : lay_out_backward(c, b, s);
+    };
+    MemoryLayout planned, carved;
+    Buffers unused;
+    Impl::Carver<Mem> plan(planned);
+    lay_out(plan, unused);
+    ws_.reserve(planned.total(), "DistAttn::ring.workspace");
+    Impl::Carver<Mem> c(carved, &ws_);
+    lay_out(c, buf_);
+    carved_pass_  = int(pass);
+    carved_group_ = group;
+    return group;
+  }
+  /// q, k, v as row-major views (staged copies when they are not).
+  template <class QV, class KV, class VV>
+  std::array<CView, 3> staged_qkv(const QV& q, const KV& k, const VV& v) {
+    return {stage_q_.get(compute_, q, "DistAttn::ring.q_staged"), stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
+            stage_v_.get(compute_, v, "DistAttn::ring.v_staged")};
+  }
+  /// One head group of q, k, v into the group's contiguous buffers.
+  void copy_group(const std::array<CView, 3>& in, std::pair<int, int> qh, std::pair<int, int> kh) {
+    Kokkos::deep_copy(compute_, buf_.qg, heads(in[0], qh));
+    Kokkos::deep_copy(compute_, buf_.kg, heads(in[1], kh));
+    Kokkos::deep_copy(compute_, buf_.vg, heads(in[2], kh));
+  }
+  /// Calls f(query head range, kv head range) for each group of `group` kv heads.
+  template <class F>
+  void for_each_group(int group, F&& f) const {
+    const int r = H_ / Hkv_;
+    for (int h = 0; h < Hkv_; h += group) f(std::make_pair(h * r, (h + group) * r), std::make_pair(h, h + group));
+  }
+  template <class V>
+  static auto heads(const V& v, std::pair<int, int> h) {
+    return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, h, Kokkos::ALL);
+  }
+  template <class V>
+  static auto stat_heads(const V& v, std::pair<int, int> h) {
+    return Kokkos::subview(v, Kokkos::ALL, h, Kokkos::ALL);
   }
 
   Comm& comm_;
@@ -516,17 +692,10 @@ class RingAttention {
   RingLayout layout_;
   Impl::PassRecorder<Exec, RingStats> rec_;
 
-  bool fwd_ready_ = false, bwd_ready_ = false;
-  State own_;
-  std::array<State, 2> own_z_;
-  std::array<TView, 2> kbuf_, vbuf_, qbuf_, dobuf_;
-  std::array<StatView, 2> lsebuf_, delbuf_;
-  std::array<State, 2> spart_;
-  std::array<State, 3> rpart_;
-  StatView delta_;
-  AccView gq_, gk_, gv_;
-  std::array<AccView, 2> sdk_, sdv_, sdq_;
-  std::array<AccView, 3> rdk_, rdv_, rdq_;
+  MemoryPlan plan_;
+  Impl::Workspace<Mem> ws_;
+  int carved_pass_ = -1, carved_group_ = 0;  // whose layout buf_ holds
+  Buffers buf_;
 };
 
 }  // namespace DistAttn

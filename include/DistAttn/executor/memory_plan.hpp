@@ -1,0 +1,155 @@
+#pragma once
+/// @file executor/memory_plan.hpp
+/// What an executor's passes allocate, known before they allocate it.
+///
+/// An executor lays every buffer a pass uses out in one workspace (Impl::Workspace):
+/// a single allocation, carved into Views at 256-byte aligned offsets. The same
+/// allocation serves forward and backward (each pass re-initialises what it reads),
+/// so an executor holds max(forward, backward) bytes, and a pass of a shape seen
+/// before allocates nothing. The MemoryPlan is that layout, so it equals what Kokkos
+/// allocates byte for byte (tested through the allocation hook,
+/// impl/allocation_counter.hpp).
+///
+/// Before a pass grows the workspace, every rank compares the growth with the memory
+/// it may use (check_fits) inside the entry agreement, so a plan that does not fit
+/// fails on every rank together, before anything is allocated.
+
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/core/kokkos_compat.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace DistAttn {
+
+/// One pass's workspace: named buffers in allocation order.
+struct MemoryLayout {
+  struct Buffer {
+    std::string name;
+    std::size_t bytes = 0;  ///< rounded up to the workspace alignment
+  };
+  static constexpr std::size_t kAlign = 256;
+  std::vector<Buffer> buffers;
+
+  static std::size_t round_up(std::size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+  /// Adds a buffer of `count` elements of `element_bytes`; returns its offset.
+  std::size_t add(std::string name, std::size_t count, std::size_t element_bytes) {
+    const std::size_t off = total();
+    if (count > 0) buffers.push_back({std::move(name), round_up(count * element_bytes)});
+    return off;
+  }
+  std::size_t total() const {
+    std::size_t s = 0;
+    for (const auto& b : buffers) s += b.bytes;
+    return s;
+  }
+};
+
+/// The workspace of an executor for given extents: forward's and backward's
+/// layouts; the executor holds the larger.
+struct MemoryPlan {
+  MemoryLayout forward, backward;
+  std::size_t forward_bytes() const { return forward.total(); }
+  std::size_t backward_bytes() const { return backward.total(); }
+  std::size_t peak_bytes() const { return std::max(forward_bytes(), backward_bytes()); }
+};
+
+namespace Impl {
+
+/// The bytes an executor's workspace may occupy on this rank: the device's free
+/// memory plus what the workspace already holds (it is released before it
+/// grows), capped by `limit` when non-zero, else by the environment variable
+/// DISTATTN_MEMORY_LIMIT (bytes) when set. Host backends have no free-memory
+/// query: without a limit they are unbounded.
+template <class Mem>
+std::size_t usable_bytes(std::size_t held, std::size_t limit) {
+  std::size_t usable = compat::free_memory_bytes<Mem>();
+  if (usable != compat::kUnknownFreeMemory) usable += held;
+  if (limit == 0)
+    if (const char* env = std::getenv("DISTATTN_MEMORY_LIMIT")) limit = std::size_t(std::strtoull(env, nullptr, 10));
+  if (limit != 0) usable = std::min(usable, limit);
+  return usable;
+}
+
+inline std::string gib(std::size_t b) {
+  std::ostringstream os;
+  os.precision(3);
+  os << double(b) / double(std::size_t(1) << 30) << " GiB (" << b << " bytes)";
+  return os.str();
+}
+
+/// Throws InvalidArgument (inside EntryAgreement, so on every rank) when a pass
+/// needing `need` bytes of workspace does not fit in `usable`. `bytes_per_token`
+/// and `granule` (tokens per rank must be a multiple of it) give the largest
+/// per-rank chunk that fits; `ranks` turns it into a global sequence length.
+inline void check_fits(const char* where, const char* pass, std::size_t need, std::size_t usable,
+                       double bytes_per_token, std::int64_t granule, std::int64_t ranks, const MemoryLayout& layout) {
+  if (need <= usable) return;
+  std::int64_t fit = bytes_per_token > 0 ? std::int64_t(double(usable) / bytes_per_token) : 0;
+  fit              = fit / granule * granule;
+  std::ostringstream os;
+  os << "not enough memory for the " << pass << " workspace: it needs " << gib(need) << ", " << gib(usable)
+     << " is usable on this rank (free device memory or DISTATTN_MEMORY_LIMIT / ExecutorOptions::memory_limit_bytes);"
+     << " the largest sequence that fits is about " << fit * ranks << " tokens (" << fit << " per rank). Largest buffers:";
+  std::vector<MemoryLayout::Buffer> sorted = layout.buffers;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+  for (std::size_t i = 0; i < sorted.size() && i < 3; ++i) os << (i ? ", " : " ") << sorted[i].name << " " << gib(sorted[i].bytes);
+  throw_invalid_argument(where, os.str());
+}
+
+/// One allocation carved into Views by a MemoryLayout. Grows (releasing the old
+/// allocation first, so the peak is the new size) only when a layout needs more
+/// than it holds; never shrinks.
+template <class Mem>
+class Workspace {
+ public:
+  std::size_t held() const { return bytes_.extent(0); }
+  void reserve(std::size_t bytes, const char* label) {
+    if (bytes <= held()) return;
+    bytes_ = Kokkos::View<char*, Mem>();
+    bytes_ = Kokkos::View<char*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), bytes);
+  }
+  /// A View of type V with the given extents at `offset` bytes (a MemoryLayout offset).
+  template <class V, class... Extents>
+  V view(std::size_t offset, Extents... extents) const {
+    using P = typename V::pointer_type;
+    return V(reinterpret_cast<P>(bytes_.data() + offset), extents...);
+  }
+
+ private:
+  Kokkos::View<char*, Mem> bytes_;
+};
+
+/// Lays buffers out one after the other: with only a MemoryLayout it plans, with a
+/// Workspace (holding at least the planned bytes) it also points the Views into it.
+/// Planning and carving run the same code, so the plan is what is carved.
+template <class Mem>
+class Carver {
+ public:
+  explicit Carver(MemoryLayout& layout, const Workspace<Mem>* ws = nullptr) : layout_(layout), ws_(ws) {}
+  template <class V, class... E>
+  void take(V& v, const char* name, E... extents) {
+    const std::size_t count = (std::size_t(1) * ... * std::size_t(extents));
+    const std::size_t off   = layout_.add(name, count, sizeof(typename V::value_type));
+    if (ws_ != nullptr) v = ws_->template view<V>(off, extents...);
+  }
+  /// An attention state: acc [B, S, H, D], m and l [B, H, S].
+  template <class St>
+  void state(St& st, const std::string& name, int B, int S, int H, int D) {
+    take(st.acc, (name + ".acc").c_str(), B, S, H, D);
+    take(st.m, (name + ".m").c_str(), B, H, S);
+    take(st.l, (name + ".l").c_str(), B, H, S);
+  }
+
+ private:
+  MemoryLayout& layout_;
+  const Workspace<Mem>* ws_;
+};
+
+}  // namespace Impl
+}  // namespace DistAttn

@@ -1,0 +1,67 @@
+#pragma once
+/// @file impl/allocation_counter.hpp
+/// Counts what Kokkos allocates, through the Kokkos Tools allocation callbacks:
+/// bytes and allocations since the last reset, bytes live now and their
+/// high-water mark. The driver prints the peak per rank; the tests compare an
+/// executor's MemoryPlan with what its passes really allocate. Process-wide
+/// (the callbacks are): install it once, while no Kokkos Tools library is loaded.
+
+#include <DistAttn/core/kokkos_compat.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+namespace DistAttn::Impl {
+
+struct AllocationCounts {
+  std::uint64_t allocations = 0;  ///< since reset()
+  std::uint64_t bytes       = 0;  ///< allocated since reset()
+  std::uint64_t live        = 0;  ///< allocated and not yet freed
+  std::uint64_t peak        = 0;  ///< high-water mark of live since reset()
+};
+
+class AllocationCounter {
+ public:
+  /// Counts every allocation, and separately those whose label starts with `prefix`.
+  static void install(const char* prefix = "DistAttn::") {
+    prefix_ = prefix;
+    compat::set_allocation_callbacks(&on_alloc, &on_free);
+  }
+  static void uninstall() { compat::set_allocation_callbacks(nullptr, nullptr); }
+  /// Zeroes the counts since reset; live bytes stay, and the peak restarts from them.
+  static void reset() {
+    for (AllocationCounts* c : {&all_, &labelled_}) {
+      c->allocations = 0;
+      c->bytes       = 0;
+      c->peak        = c->live;
+    }
+  }
+  static const AllocationCounts& all() { return all_; }
+  /// Allocations labelled with install()'s prefix (the library's own buffers).
+  static const AllocationCounts& labelled() { return labelled_; }
+
+ private:
+  static bool matches(const char* label) {
+    return label != nullptr && std::strncmp(label, prefix_, std::strlen(prefix_)) == 0;
+  }
+  static void on_alloc(Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t size) {
+    add(all_, size);
+    if (matches(label)) add(labelled_, size);
+  }
+  static void on_free(Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t size) {
+    all_.live -= std::min<std::uint64_t>(all_.live, size);
+    if (matches(label)) labelled_.live -= std::min<std::uint64_t>(labelled_.live, size);
+  }
+  static void add(AllocationCounts& c, std::uint64_t size) {
+    ++c.allocations;
+    c.bytes += size;
+    c.live += size;
+    c.peak = std::max(c.peak, c.live);
+  }
+
+  static inline const char* prefix_ = "DistAttn::";
+  static inline AllocationCounts all_{}, labelled_{};
+};
+
+}  // namespace DistAttn::Impl
