@@ -3,14 +3,18 @@
 //
 //   cost_scaling --tiles perf_tests/data/tiles_h200_bf16.txt [--csv out.csv]
 //                [--ranks 8,16,...,1024] [--seqs 131072,...,4194304] [--heads 32 --kv-heads 8 --dim 128]
-//                [--gpus-per-node 8] [--inter-gbps 50] [--paper]
+//                [--gpus-per-node 8] [--inter-gbps 50] [--intra-gbps 297.96] [--latency-us 16.41]
+//                [--memory-gb 0 (not checked)]
+//                [--paper | --rank] [--batch 1] [--core-share C]
 //
 // Per (P, N): the winner of rank_choices and the best choice of each family
 // (ring kinds, Attention2D grids, Ulysses, hybrid U x S), fwd+bwd seconds, the
 // winner's exposed communication, and the bytes per rank the best ring and the
 // best Attention2D receive in the forward. --paper prints the comparison with the
 // Attention2D paper's setups instead (64 GPUs, 1 or 4 per node, a sweep of
-// inter-node bandwidths).
+// inter-node bandwidths). --rank prints every feasible choice of rank_choices for
+// each (P, N), the list `--schedule auto` would run the first of. --core-share C
+// divides the tile rates by max(1, P / C): P ranks sharing C CPU cores.
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/schedule/cost_model.hpp>
 
@@ -88,11 +92,17 @@ void scaling(const AttnProblem& base, const MachineModel& m, const std::vector<l
       const double exposed = 100.0 * (w.forward.exposed_seconds() + w.backward.exposed_seconds()) / w.total_seconds();
       const double rb = f.ring.p ? f.ring.p->forward.max_bytes_received * 1e-6 : 0;
       const double gb = f.grid.p ? f.grid.p->forward.max_bytes_received * 1e-6 : 0;
-      std::printf("| %ld | %s | %s | %.4g | %.1f%% | %s %.4g | %s %.4g | %.2f | %s | %s %.4g | %.0f / %.0f |\n", P,
-                  seq_name(N).c_str(), w.choice.name().c_str(), w.total_seconds(), exposed, f.ring.name().c_str(),
-                  f.ring.t(), f.grid.name().c_str(), f.grid.t(), f.grid.p ? f.ring.t() / f.grid.t() : 0.0,
-                  f.ulysses.p ? (std::to_string(f.ulysses.t()).substr(0, 6)).c_str() : "-", f.hybrid.name().c_str(),
-                  f.hybrid.t(), rb, gb);
+      auto cell = [](const Best& b) {
+        char buf[96];
+        if (b.p) std::snprintf(buf, sizeof buf, "%s %.4g", b.name().c_str(), b.t());
+        return b.p ? std::string(buf) : std::string("-");
+      };
+      char speedup[32] = "-";
+      if (f.ring.p && f.grid.p) std::snprintf(speedup, sizeof speedup, "%.2f", f.ring.t() / f.grid.t());
+      std::printf("| %ld | %s | %s | %.4g | %.1f%% | %s | %s | %s | %s | %s | %.0f / %.0f |\n", P, seq_name(N).c_str(),
+                  w.choice.name().c_str(), w.total_seconds(), exposed, cell(f.ring).c_str(), cell(f.grid).c_str(),
+                  speedup, f.ulysses.p ? std::to_string(f.ulysses.t()).substr(0, 6).c_str() : "-",
+                  cell(f.hybrid).c_str(), rb, gb);
       if (csv.is_open())
         csv << P << ',' << N << ',' << w.choice.name() << ',' << w.total_seconds() << ',' << f.ring.name() << ','
             << f.ring.t() << ',' << f.grid.name() << ',' << f.grid.t() << ',' << f.ulysses.t() << ','
@@ -129,6 +139,29 @@ void paper(const AttnProblem& base, const MachineModel& m0, const std::vector<lo
         }
 }
 
+void ranking(const AttnProblem& base, const MachineModel& m, const std::vector<long>& ranks,
+             const std::vector<long>& seqs, double core_share) {
+  for (long P : ranks)
+    for (long N : seqs) {
+      AttnProblem pr = base;
+      pr.seq_len = N;
+      MachineModel mm = m;
+      const double slow = core_share > 0 ? std::max(1.0, double(P) / core_share) : 1.0;
+      if (slow > 1) mm.tiles = m.tiles.slowed_down(slow);
+      std::printf("# P=%ld N=%ld: every feasible choice, fastest predicted first (tile rates / %.2f)\n", P, N, slow);
+      std::printf("| rank | choice | fwd (s) | bwd (s) | fwd compute-only (s) | bwd compute-only (s) | exposed | "
+                  "fwd MB recv/rank | workspace MB/rank |\n|---|---|---|---|---|---|---|---|---|\n");
+      int i = 0;
+      for (const Prediction& p : rank_choices(pr, int(P), mm)) {
+        const double ex = 100.0 * (p.forward.exposed_seconds() + p.backward.exposed_seconds()) / p.total_seconds();
+        std::printf("| %d | %s | %.5g | %.5g | %.5g | %.5g | %.1f%% | %.2f | %.2f |\n", ++i, p.choice.name().c_str(),
+                    p.forward.seconds, p.backward.seconds, p.forward.compute_only_seconds,
+                    p.backward.compute_only_seconds, ex, p.forward.max_bytes_received * 1e-6,
+                    p.workspace_bytes * 1e-6);
+      }
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,18 +171,24 @@ int main(int argc, char** argv) {
     DISTATTN_REQUIRE(!tiles.empty(), "cost_scaling", "--tiles <file> is required (see cost_calibrate)");
     MachineModel m = nvlink_ib_node_defaults(TileThroughput::load(tiles));
     m.gpus_per_node = int(a.integer({"--gpus-per-node"}, 8));
+    m.device_memory_bytes = a.real({"--memory-gb"}, 0.0) * 1e9;
     m.inter.bandwidth_Bps = a.real({"--inter-gbps"}, 50.0) * 1e9;
+    m.intra.bandwidth_Bps = a.real({"--intra-gbps"}, m.intra.bandwidth_Bps * 1e-9) * 1e9;
+    m.intra.latency_s = m.inter.latency_s = a.real({"--latency-us"}, m.intra.latency_s * 1e6) * 1e-6;
     AttnProblem pr;
+    pr.batch = int(a.integer({"--batch"}, 1));
     pr.heads = int(a.integer({"--heads"}, 32));
     pr.kv_heads = int(a.integer({"--kv-heads"}, 8));
     pr.head_dim = int(a.integer({"--dim"}, 128));
     pr.dtype = a.str({"--dtype"}, "bf16");
     pr.causal = a.integer({"--causal"}, 1) != 0;
     const std::string csv = a.str({"--csv"}, "");
-    const bool paper_mode = a.flag({"--paper"});
+    const bool paper_mode = a.flag({"--paper"}), rank_mode = a.flag({"--rank"});
+    const double core_share = a.real({"--core-share"}, 0.0);
     const auto ranks = list(a.str({"--ranks"}, "8,16,32,64,128,256,512,1024"));
     const auto seqs = list(a.str({"--seqs"}, paper_mode ? "32768,131072" : "131072,262144,524288,1048576,2097152,4194304"));
-    if (paper_mode) paper(pr, m, seqs);
+    if (rank_mode) ranking(pr, m, ranks, seqs, core_share);
+    else if (paper_mode) paper(pr, m, seqs);
     else scaling(pr, m, ranks, seqs, csv);
   } catch (const std::exception& e) {
     std::cerr << "cost_scaling: " << e.what() << "\n";

@@ -288,6 +288,13 @@ TEST(CostModel, BadParametersGiveClearErrors) {
   ExecutorChoice h;
   h.kind = ExecutorKind::Hybrid, h.ulysses_degree = 3;
   EXPECT_CONTAINS(message([&] { predict(h, pr, 8, m); }), ("must be >= 1 and divide P=8"));
+  // Choices whose workspace does not fit the device are dropped, with the reason.
+  MachineModel small = m;
+  const auto all = rank_choices(pr, 4, m);
+  small.device_memory_bytes = double(all.front().workspace_bytes) - 1;
+  for (const Prediction& p : rank_choices(pr, 4, small)) EXPECT_LT(double(p.workspace_bytes), small.device_memory_bytes);
+  small.device_memory_bytes = 1;
+  EXPECT_CONTAINS(message([&] { rank_choices(pr, 4, small); }), ("exceeds device_memory_bytes"));
   // A problem no executor fits lists why for each.
   EXPECT_CONTAINS(message([&] { rank_choices(problem(1024, 8, 2, 96), 4, m); }), ("no executor fits P=4"));
 }

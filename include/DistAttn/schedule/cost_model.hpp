@@ -123,6 +123,8 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
 }
 
 /// Every feasible choice for (problem, P, machine), fastest predicted fwd+bwd first.
+/// Feasible: the executor accepts the shapes (after padding) and its workspace
+/// fits m.device_memory_bytes when that is set.
 struct RankingOptions {
   bool rings = true, grid2d = true, ulysses = true, hybrid = true;
 };
@@ -165,7 +167,11 @@ inline std::vector<Prediction> rank_choices(const AttnProblem& pr, int P, const 
   std::string reasons;
   for (const ExecutorChoice& c : cands) {
     try {
-      out.push_back(predict(c, pr, P, m));
+      Prediction p = predict(c, pr, P, m);
+      DISTATTN_REQUIRE(m.device_memory_bytes == 0 || double(p.workspace_bytes) <= m.device_memory_bytes, where,
+                       "workspace " << p.workspace_bytes << " bytes per rank exceeds device_memory_bytes "
+                                    << m.device_memory_bytes);
+      out.push_back(p);
     } catch (const InvalidArgument& e) {
       if (reasons.size() < 2000) reasons += std::string("\n  ") + c.name() + ": " + e.what();
     }

@@ -32,6 +32,9 @@ struct MachineModel {
   Link intra;
   Link inter;
   TileThroughput tiles;
+  /// Device memory per rank; rank_choices drops choices whose workspace exceeds
+  /// it (the caller's own tensors come on top). 0 = not checked.
+  double device_memory_bytes = 0;
 
   const Link& link(LinkLevel l) const { return l == LinkLevel::Intra ? intra : inter; }
   /// Seconds to move `bytes` over one link of level l in one transfer.
@@ -49,6 +52,8 @@ struct MachineModel {
       DISTATTN_REQUIRE(k->latency_s >= 0 && std::isfinite(k->latency_s), where,
                        name << "-node latency_s must be finite and >= 0, got " << k->latency_s);
     }
+    DISTATTN_REQUIRE(device_memory_bytes >= 0, where,
+                     "device_memory_bytes must be >= 0 (0 = not checked), got " << device_memory_bytes);
   }
 };
 

@@ -91,6 +91,16 @@ class TileThroughput {
     return r.overhead_s + block_flops(c.direction, batch_heads, c.head_dim, pairs) / r.flops_per_s;
   }
 
+  /// The same table on a device `factor` times slower (P ranks sharing fewer cores).
+  TileThroughput slowed_down(double factor) const {
+    DISTATTN_REQUIRE(std::isfinite(factor) && factor > 0, "DistAttn::TileThroughput::slowed_down",
+                     "factor must be finite and > 0, got " << factor);
+    TileThroughput t = *this;
+    for (auto& kv : t.rates_) kv.second = TileRate{kv.second.flops_per_s / factor, kv.second.overhead_s * factor};
+    t.elementwise_ /= factor;
+    return t;
+  }
+
   /// Memory-bound passes (state merges, gradient sums): bytes read + written per
   /// second; 0 leaves them out of the prediction.
   double elementwise_bytes_per_s() const { return elementwise_; }
