@@ -143,35 +143,39 @@ TEST(CostModel, Grid2DBytesEqualGrid2DVolume) {
   EXPECT_EQ(b.dkv_scatter, 1 * 2 * n * 2 * 16 * 4);
 }
 
-TEST(CostModel, UlyssesWordsMatchPerPeerEnumeration) {
+TEST(CostModel, UlyssesBytesMatchPerPeerEnumeration) {
   for (int U = 1; U <= 16; ++U)
     for (int H : {16, 32, 48})
       for (int Hkv : {1, 2, 4, 8, 16}) {
         if (H % Hkv || H % U || !(Hkv % U == 0 || U % Hkv == 0)) {
-          if (H % Hkv == 0) EXPECT_THROW(ulysses_heads(U, H, Hkv), InvalidArgument);
+          if (H % Hkv == 0) EXPECT_THROW(UlyssesHeads(U, H, Hkv), InvalidArgument);
           continue;
         }
         SCOPED_TRACE("U=" + std::to_string(U) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv));
         UlyssesSizes z;
-        z.tokens_per_rank = 5, z.degree = U, z.heads = H, z.kv_heads = Hkv, z.head_dim = 8;
+        z.tokens_per_rank = 5, z.degree = U, z.heads = H, z.kv_heads = Hkv, z.head_dim = 8, z.io_bytes = 2;
+        z.acc_bytes = 4;
         // Rank 0 sends to each peer j the rows of j's query heads and of every
-        // KV head those query heads use (the replication rule).
+        // K/V head those query heads read.
         const int G = H / Hkv, hq = H / U;
-        std::int64_t q = 0, kv = 0;
+        std::int64_t q = 0, kv = 0, rows = 0;
         for (int j = 1; j < U; ++j) {
           std::set<int> kvh;
           for (int h = j * hq; h < (j + 1) * hq; ++h) kvh.insert(h / G);
           q += z.tokens_per_rank * hq * z.head_dim;
           kv += 2 * z.tokens_per_rank * std::int64_t(kvh.size()) * z.head_dim;
+          rows += z.tokens_per_rank * hq;
         }
-        const UlyssesForwardWords f = ulysses_forward_words(z);
-        EXPECT_EQ(f.q_in, q);
-        EXPECT_EQ(f.kv_in, kv);
-        EXPECT_EQ(f.o_out, q);
-        const UlyssesBackwardWords b = ulysses_backward_words(z);
-        EXPECT_EQ(b.q_do_in, 2 * q);
-        EXPECT_EQ(b.kv_in, kv);
-        EXPECT_EQ(b.dkv_out, kv);
+        const auto f = ulysses_exchanges(z, false), b = ulysses_exchanges(z, true);
+        ASSERT_EQ(f.size(), 3u);
+        EXPECT_EQ(f[0].bytes, 2 * (q + kv));
+        EXPECT_EQ(f[1].bytes, 2 * q);
+        EXPECT_EQ(f[2].bytes, 4 * rows);
+        ASSERT_EQ(b.size(), 3u);
+        EXPECT_EQ(b[0].bytes, 2 * q);
+        EXPECT_EQ(b[1].bytes, 4 * 2 * rows);
+        EXPECT_EQ(b[2].bytes, 4 * (q + kv));
+        EXPECT_EQ(ulysses_pass_bytes(z, true, false), ulysses_pass_bytes(z, true) + 2 * (q + kv));
       }
 }
 
@@ -284,7 +288,7 @@ TEST(CostModel, BadParametersGiveClearErrors) {
   EXPECT_CONTAINS(message([&] { predict(ring_choice(ExecutorKind::RingBalanced), full, 4, m); }), ("zigzag"));
   ExecutorChoice u;
   u.kind = ExecutorKind::Ulysses;
-  EXPECT_CONTAINS(message([&] { predict(u, pr, 16, m); }), ("divisible by the Ulysses degree U=16"));
+  EXPECT_CONTAINS(message([&] { predict(u, pr, 16, m); }), ("divisible by the number of ranks P=16"));
   ExecutorChoice h;
   h.kind = ExecutorKind::Hybrid, h.ulysses_degree = 3;
   EXPECT_CONTAINS(message([&] { predict(h, pr, 8, m); }), ("must be >= 1 and divide P=8"));

@@ -81,12 +81,12 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
   out.choice = ch;
   out.num_ranks = P;
   if (ch.kind == ExecutorKind::Ulysses) {
-    ulysses_heads(P, pr.heads, pr.kv_heads);
+    UlyssesHeads(P, pr.heads, pr.kv_heads);  // the split rule, with its errors
     AttnProblem padded = pr;
     padded.seq_len = out.padded_seq_len = Impl::padded_to(pr, P, "Ulysses");
-    out.forward = predict_ulysses_pass(TileDirection::Forward, padded, P, ch.pipeline_groups, m, world);
-    out.backward = predict_ulysses_pass(TileDirection::Backward, padded, P, ch.pipeline_groups, m, world);
-    out.workspace_bytes = ulysses_workspace_bytes(padded, P, ch.pipeline_groups);
+    out.forward = predict_ulysses_pass(TileDirection::Forward, padded, P, m, world);
+    out.backward = predict_ulysses_pass(TileDirection::Backward, padded, P, m, world);
+    out.workspace_bytes = ulysses_workspace_bytes(padded, P);
     return out;
   }
   DISTATTN_REQUIRE(ch.kind == ExecutorKind::Hybrid, where, "unknown executor kind " << int(ch.kind));
@@ -95,30 +95,31 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
   DISTATTN_REQUIRE(is_ring(ch.inner) || is_grid2d(ch.inner), where,
                    "the hybrid's inner executor must be a ring or Attention2D kind, got '" << to_string(ch.inner) << "'");
   const int S = P / U;
-  const UlyssesHeads h = ulysses_heads(U, pr.heads, pr.kv_heads);
+  const UlyssesHeads h(U, pr.heads, pr.kv_heads);
   AttnProblem padded = pr;
   padded.seq_len = out.padded_seq_len = Impl::padded_to(pr, 2 * std::int64_t(P), "the hybrid (2P: zigzag inside)");
   AttnProblem inner = padded;
-  inner.heads = h.query, inner.kv_heads = h.kv;
+  inner.heads = h.local_heads(), inner.kv_heads = h.local_kv_heads();
   const Prediction in = Impl::predict_sequence(ch, ch.inner, ch.inner_rows, ch.inner_cols, inner, S, m,
                                                RankPlacement{0, U, m.gpus_per_node});
   out.choice.inner_rows = in.choice.rows, out.choice.inner_cols = in.choice.cols;
   const UlyssesSizes z = ulysses_sizes(padded, U, padded.seq_len / P);
   const RankPlacement group{0, 1, m.gpus_per_node};
-  const double B = pr.batch;
-  const UlyssesBytes fb = ulysses_forward_bytes(z), bb = ulysses_backward_bytes(z);
-  auto wrap = [&](PassPrediction p, const UlyssesBytes& b) {
-    p.seconds += all_to_all_seconds(m, group, U, B * b.in) + all_to_all_seconds(m, group, U, B * b.out);
-    p.max_bytes_sent += std::int64_t(B * b.total());
-    p.max_bytes_received += std::int64_t(B * b.total());
+  auto wrap = [&](PassPrediction p, bool backward) {
+    p.seconds += ulysses_exchange_seconds(m, group, z, pr.batch, backward);
+    const std::int64_t b = std::int64_t(pr.batch) * ulysses_pass_bytes(z, backward);
+    p.max_bytes_sent += b;
+    p.max_bytes_received += b;
     return p;
   };
-  out.forward = wrap(in.forward, fb);
-  out.backward = wrap(in.backward, bb);
+  out.forward = wrap(in.forward, false);
+  out.backward = wrap(in.backward, true);
   // The inner executor's workspace plus the head-sharded q, k, v, o, dO, dq, dk, dv
   // (io dtype) and LSE (fp32) of the N/S tokens it works on.
   const std::int64_t t = padded.seq_len / S, d = pr.head_dim, io = pr.io_bytes();
-  out.workspace_bytes = in.workspace_bytes + B * t * ((4 * h.query + 4 * h.kv) * d * io + h.query * pr.acc_bytes());
+  out.workspace_bytes = in.workspace_bytes + std::int64_t(pr.batch) * t *
+                                                  ((4 * h.local_heads() + 4 * h.local_kv_heads()) * d * io +
+                                                   h.local_heads() * pr.acc_bytes());
   return out;
 }
 

@@ -54,14 +54,12 @@ inline bool is_ring(ExecutorKind k) {
   return k == ExecutorKind::RingVanilla || k == ExecutorKind::RingBalanced || k == ExecutorKind::RingZigzag;
 }
 
-/// An executor and its shape. Grid2D: rows x cols (product P). Ulysses:
-/// pipeline_groups head groups per rank (0 = one per local query head). Hybrid:
+/// An executor and its shape. Grid2D: rows x cols (product P). Hybrid:
 /// Ulysses degree U = ulysses_degree over heads times `inner` (a ring or Attention2D
 /// kind, with inner_rows x inner_cols for a grid) on S = P / U ranks.
 struct ExecutorChoice {
   ExecutorKind kind = ExecutorKind::RingZigzag;
   int rows = 0, cols = 0;
-  int pipeline_groups = 0;
   int ulysses_degree = 0;
   ExecutorKind inner = ExecutorKind::RingZigzag;
   int inner_rows = 0, inner_cols = 0;
