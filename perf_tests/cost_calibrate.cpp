@@ -47,14 +47,7 @@ std::vector<std::string> split(const std::string& s) {
 template <class F>
 double median_seconds(const Exec& exec, const Config& c, F&& fn) {
   EventTimer<Exec> timer(exec);
-  for (int i = 0; i < c.warmup; ++i) fn();
-  std::vector<double> t;
-  for (int i = 0; i < c.iters; ++i) {
-    timer.start();
-    fn();
-    t.push_back(timer.stop());
-  }
-  return median(t);
+  return Perf::median_seconds(timer, c.warmup, c.iters, fn);
 }
 
 /// Seconds of one call for each direction and block kind at block size S.

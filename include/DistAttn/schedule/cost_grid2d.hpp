@@ -117,6 +117,33 @@ struct Grid2DCostContext {
   double together(LinkLevel la, double ta, LinkLevel lb, double tb) const {
     return la == lb ? ta + tb : std::max(ta, tb);
   }
+  /// A row collective (C members, row_shard bytes each) with a column one (R members) in flight together.
+  double row_and_column(double row_shard, double col_shard) const {
+    return together(row_level, ring_collective_seconds(m, row_level, g.cols(), row_shard), col_level,
+                    ring_collective_seconds(m, col_level, g.rows(), col_shard));
+  }
+  /// NO: the slowest rank's one call, gathered queries Qg against gathered keys Kg.
+  double gathered_block(TileDirection dir) const {
+    return slowest([&](int r, int c) { return block(dir, g.qg(r), g.row_gather_len(), g.kg(c), g.col_gather_len()); });
+  }
+  /// O: the slowest rank's call on the query block of column c + i against Kg.
+  double row_ring_block(TileDirection dir, int i) const {
+    return slowest([&](int r, int c) {
+      return block(dir, g.qp(r, (c + i) % g.cols()), g.shard_len(), g.kg(c), g.col_gather_len());
+    });
+  }
+  /// O: the column ring, R steps; block i + 1 (kv_shard bytes) travels while block i is computed.
+  PassTimeline column_ring(TileDirection dir, double kv_shard) const {
+    const int R = g.rows();
+    PassTimeline col;
+    for (int i = 1; i <= R; ++i) {
+      const double comp = slowest([&](int r, int c) {
+        return block(dir, g.qp(r, c), g.shard_len(), g.kt((r + i - 1) % R, c), g.shard_len());
+      });
+      col.overlapped(comp, i < R ? send(col_level, kv_shard) : 0.0);
+    }
+    return col;
+  }
   /// Merge (forward) or sum (backward) of `bytes` of state: two reads, one write.
   double merge(double bytes) const { return m.tiles.elementwise_seconds(3 * bytes); }
 };
@@ -133,26 +160,17 @@ inline PassPrediction predict_grid2d_forward(bool overlapped, const AttnProblem&
   PassTimeline tl;
   tl.exposed(R * C > 1 ? x.send(x.permute_level, kv_shard) : 0.0);
   if (!overlapped) {
-    tl.exposed(x.together(x.row_level, ring_collective_seconds(m, x.row_level, C, q_shard), x.col_level,
-                          ring_collective_seconds(m, x.col_level, R, kv_shard)));
-    tl.local(x.slowest([&](int r, int c) { return x.block(F, g.qg(r), g.row_gather_len(), g.kg(c), g.col_gather_len()); }));
+    tl.exposed(x.row_and_column(q_shard, kv_shard));
+    tl.local(x.gathered_block(F));
     for (int i = 2; i <= C; ++i) tl.overlapped(0, x.send(x.row_level, partial), x.merge(partial));
     tl.p.steps = 1;
   } else {
     // Column ring, with the first Q block of the row ring fetched alongside.
-    PassTimeline col;
-    for (int i = 1; i <= R; ++i) {
-      const double comp = x.slowest([&](int r, int c) {
-        return x.block(F, g.qp(r, c), g.shard_len(), g.kt((r + i - 1) % R, c), g.shard_len());
-      });
-      col.overlapped(comp, i < R ? x.send(x.col_level, kv_shard) : 0.0);
-    }
+    const PassTimeline col = x.column_ring(F, kv_shard);
     const double qfetch = C > 1 ? x.send(x.row_level, q_shard) : 0.0;
     tl.step(std::max(col.p.seconds, qfetch), col.p.compute_only_seconds);
     for (int i = 1; i <= C - 1; ++i) {
-      const double comp = x.slowest([&](int r, int c) {
-        return x.block(F, g.qp(r, (c + i) % C), g.shard_len(), g.kg(c), g.col_gather_len());
-      });
+      const double comp = x.row_ring_block(F, i);
       const double comm = (i < C - 1 ? x.send(x.row_level, q_shard) : 0.0) + (i > 1 ? x.send(x.row_level, partial) : 0.0);
       tl.overlapped(comp, comm, i > 1 ? x.merge(partial) : 0.0);
     }
@@ -177,25 +195,15 @@ inline PassPrediction predict_grid2d_backward(bool overlapped, const AttnProblem
   const TileDirection W = TileDirection::Backward;
   PassTimeline tl;
   if (!overlapped) {
-    tl.exposed(x.together(x.row_level, ring_collective_seconds(m, x.row_level, C, bundle), x.col_level,
-                          ring_collective_seconds(m, x.col_level, R, kv_shard)));
-    tl.local(x.slowest([&](int r, int c) { return x.block(W, g.qg(r), g.row_gather_len(), g.kg(c), g.col_gather_len()); }));
-    tl.exposed(x.together(x.row_level, ring_collective_seconds(m, x.row_level, C, dq), x.col_level,
-                          ring_collective_seconds(m, x.col_level, R, dkv)));
+    tl.exposed(x.row_and_column(bundle, kv_shard));
+    tl.local(x.gathered_block(W));
+    tl.exposed(x.row_and_column(dq, dkv));
     tl.p.steps = 1;
   } else {
-    PassTimeline col;
-    for (int i = 1; i <= R; ++i) {
-      const double comp = x.slowest([&](int r, int c) {
-        return x.block(W, g.qp(r, c), g.shard_len(), g.kt((r + i - 1) % R, c), g.shard_len());
-      });
-      col.overlapped(comp, i < R ? x.send(x.col_level, kv_shard) : 0.0);
-    }
+    const PassTimeline col = x.column_ring(W, kv_shard);
     tl.step(std::max(col.p.seconds, C > 1 ? x.send(x.row_level, bundle) : 0.0), col.p.compute_only_seconds);
     for (int i = 1; i <= C - 2; ++i) {
-      const double comp = x.slowest([&](int r, int c) {
-        return x.block(W, g.qp(r, (c + i) % C), g.shard_len(), g.kg(c), g.col_gather_len());
-      });
+      const double comp = x.row_ring_block(W, i);
       const double comm = x.send(x.row_level, bundle) + (i > 1 ? x.send(x.row_level, dq) : 0.0);
       tl.overlapped(comp, comm, i > 1 ? x.merge(dq) : 0.0);
     }
