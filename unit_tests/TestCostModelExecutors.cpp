@@ -8,6 +8,7 @@
 #include "test_helpers.hpp"
 
 #include <DistAttn/grid2d/grid2d_attention.hpp>
+#include <DistAttn/hybrid/hybrid_attention.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/ulysses/ulysses_attention.hpp>
 #include <DistAttn/schedule/cost_model.hpp>
@@ -18,6 +19,7 @@
 #include <array>
 #include <cstring>
 #include <utility>
+#include <vector>
 #include <string>
 
 namespace DistAttn::Test {
@@ -27,17 +29,18 @@ using T    = float;
 using Comm = Communicator<MpiSpace, Exec>;
 
 std::uint64_t g_bytes = 0;
-const char* g_prefix  = "";
+std::vector<const char*> g_prefixes;
 
 void count_allocation(const Kokkos::Tools::SpaceHandle, const char* label, const void*, const std::uint64_t size) {
-  if (std::strncmp(label, g_prefix, std::strlen(g_prefix)) == 0) g_bytes += size;
+  for (const char* p : g_prefixes)
+    if (std::strncmp(label, p, std::strlen(p)) == 0) g_bytes += size;
 }
 
-/// Bytes allocated under `prefix` while f runs.
+/// Bytes allocated under any of `prefixes` while f runs.
 template <class F>
-std::uint64_t allocated(const char* prefix, F&& f) {
-  g_bytes  = 0;
-  g_prefix = prefix;
+std::uint64_t allocated(std::vector<const char*> prefixes, F&& f) {
+  g_bytes    = 0;
+  g_prefixes = std::move(prefixes);
   Kokkos::Tools::Experimental::set_allocate_data_callback(count_allocation);
   f();
   Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
@@ -95,7 +98,7 @@ TEST(CostModelExecutors, Ring) {
     RingOptions opts;
     opts.kind = kind;
     std::pair<std::int64_t, std::int64_t> measured;
-    const std::uint64_t bytes = allocated("DistAttn::ring.", [&] {
+    const std::uint64_t bytes = allocated({"DistAttn::ring."}, [&] {
       RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), B, c, H, Hkv, D, opts);
       measured = x.run(ring);
     });
@@ -122,14 +125,14 @@ TEST(CostModelExecutors, Grid2D) {
       opts.variant = var;
       bool fixed_point = false;
       std::pair<std::int64_t, std::int64_t> measured;
-      const std::uint64_t bytes = allocated("DistAttn::grid2d.", [&] {
+      const std::uint64_t bytes = allocated({"DistAttn::grid2d."}, [&] {
         Grid2DAttention<T, MpiSpace, Exec> a2d(world, R, P / R, Exec(), B, std::int64_t(P) * n, H, Hkv, D, opts);
-        const GridCoords rc = a2d.coords();
+        const GridCoord rc = a2d.coords();
         fixed_point = a2d.layout().transpose_source(rc.row, rc.col) == world.rank();
         measured = x.run(a2d);
       });
       // The model counts the buffer a rank needs when the permutation moves its K/V.
-      const std::int64_t kept = fixed_point && P > 1 ? 2 * std::int64_t(B) * n * Hkv * D * 4 : 0;
+      const std::int64_t kept = fixed_point && R > 1 && P / R > 1 ? 2 * std::int64_t(B) * n * Hkv * D * 4 : 0;
       EXPECT_EQ(std::int64_t(bytes) + kept, grid2d_workspace_bytes(overlapped, pr, R, P / R, n));
       ExecutorChoice ch;
       ch.kind = overlapped ? ExecutorKind::Grid2DO : ExecutorKind::Grid2DNO, ch.rows = R, ch.cols = P / R;
@@ -149,7 +152,7 @@ TEST(CostModelExecutors, Ulysses) {
     SCOPED_TRACE("H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " P=" + std::to_string(P));
     Chunk x(B, c, H, Hkv, D);
     std::pair<std::int64_t, std::int64_t> measured;
-    const std::uint64_t bytes = allocated("DistAttn::ulysses.", [&] {
+    const std::uint64_t bytes = allocated({"DistAttn::ulysses."}, [&] {
       UlyssesAttention<T, MpiSpace, Exec> u(comm, Exec(), B, c, H, Hkv, D);
       measured = x.run(u);
     });
@@ -160,6 +163,39 @@ TEST(CostModelExecutors, Ulysses) {
     const Prediction p = predict(ch, pr, P, machine(D));
     EXPECT_EQ(measured.first, p.forward.max_bytes_received);
     EXPECT_EQ(measured.second, p.backward.max_bytes_received);
+  }
+}
+
+TEST(CostModelExecutors, Hybrid) {
+  auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  const int P = world.size(), B = 1, c = 4, D = 16;
+  const std::pair<HybridInner, ExecutorKind> inners[] = {
+      {HybridInner::Vanilla, ExecutorKind::RingVanilla}, {HybridInner::Balanced, ExecutorKind::RingBalanced},
+      {HybridInner::Zigzag, ExecutorKind::RingZigzag},   {HybridInner::Grid2DNO, ExecutorKind::Grid2DNO},
+      {HybridInner::Grid2DO, ExecutorKind::Grid2DO}};
+  for (int U = 2; U <= P; ++U) {
+    if (P % U) continue;
+    for (auto [H, Hkv] : {std::array<int, 2>{12, 12}, {12, 1}}) {
+      if (H % U || !(Hkv % U == 0 || U % Hkv == 0)) continue;
+      for (auto [inner, kind] : inners) {
+        SCOPED_TRACE("U=" + std::to_string(U) + " S=" + std::to_string(P / U) + " " + to_string(inner) +
+                     " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv));
+        Chunk x(B, c, H, Hkv, D);
+        HybridOptions opts;
+        opts.ulysses_degree = U, opts.inner = inner;
+        std::pair<std::int64_t, std::int64_t> measured;
+        const std::uint64_t bytes = allocated({"DistAttn::ulysses.", "DistAttn::ring.", "DistAttn::grid2d."}, [&] {
+          HybridAttention<T, MpiSpace, Exec> hy(world, Exec(), B, c, H, Hkv, D, opts);
+          measured = x.run(hy);
+        });
+        ExecutorChoice ch;
+        ch.kind = ExecutorKind::Hybrid, ch.ulysses_degree = U, ch.inner = kind;
+        const Prediction p = predict(ch, problem(B, std::int64_t(P) * c, H, Hkv, D), P, machine(D));
+        EXPECT_EQ(measured.first, p.forward.max_bytes_received);
+        EXPECT_EQ(measured.second, p.backward.max_bytes_received);
+        EXPECT_EQ(std::int64_t(bytes), p.workspace_bytes);
+      }
+    }
   }
 }
 

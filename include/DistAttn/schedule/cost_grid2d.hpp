@@ -158,7 +158,7 @@ inline PassPrediction predict_grid2d_forward(bool overlapped, const AttnProblem&
   const double partial = B * n * pr.heads * (pr.head_dim + 2) * acc;
   const TileDirection F = TileDirection::Forward;
   PassTimeline tl;
-  tl.exposed(R * C > 1 ? x.send(x.permute_level, kv_shard) : 0.0);
+  tl.exposed(R > 1 && C > 1 ? x.send(x.permute_level, kv_shard) : 0.0);
   if (!overlapped) {
     tl.exposed(x.row_and_column(q_shard, kv_shard));
     tl.local(x.gathered_block(F));
@@ -232,7 +232,7 @@ inline PassPrediction predict_grid2d_backward(bool overlapped, const AttnProblem
     if (C > 1) tl.overlapped(0, x.send(x.row_level, dq), x.merge(dq));
     tl.p.steps = R + C - 1;
   }
-  tl.exposed(R * C > 1 ? x.send(x.permute_level, dkv) : 0.0);
+  tl.exposed(R > 1 && C > 1 ? x.send(x.permute_level, dkv) : 0.0);
   for (int p = 0; p < g.num_ranks(); ++p) {
     const std::int64_t b = std::int64_t(grid2d_phase_bytes(g, p, pr).backward_total());
     tl.p.max_bytes_sent = std::max(tl.p.max_bytes_sent, b);
@@ -261,7 +261,7 @@ inline std::int64_t grid2d_workspace_bytes(bool overlapped, const AttnProblem& p
     if (C > 1) w += 2 * q * io + 3 * state;                      // Q slots, partials, partial in
   }
   w += 2 * q * io + 2 * rows * acc + q * acc + 2 * kv * acc;     // (q, dO), (LSE, Delta), dQ, dK_t|dV_t
-  if (R * C > 1) w += 2 * kv * acc;                              // dK|dV after the permutation back
+  if (R > 1 && C > 1) w += 2 * kv * acc;  // dK|dV after the permutation back (identity on R x 1, 1 x C)
   w += 2 * R * kv * acc;                                         // dKg, dVg
   if (!overlapped) {
     w += C * q * io + 2 * C * rows * acc + C * q * acc;          // gathered dO, LSE, Delta; dQg

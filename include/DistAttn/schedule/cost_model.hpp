@@ -9,9 +9,9 @@
 ///   Prediction p = predict(choice, problem, P, m);
 ///   std::vector<Prediction> r = rank_choices(problem, P, m);   // r.front() is the fastest
 ///
-/// Ranks fill nodes in order (m.gpus_per_node each). Hybrid U x S: world rank
-/// s U + u, so each Ulysses group is U consecutive ranks (inside a node when U
-/// divides gpus_per_node) and each sequence group has stride U.
+/// Ranks fill nodes in order (m.gpus_per_node each). Hybrid U x S (HybridAttention):
+/// world rank s U + u, so each Ulysses group is U consecutive ranks (inside a node
+/// when U divides gpus_per_node) and each sequence group has stride U.
 
 #include <DistAttn/schedule/cost_grid2d.hpp>
 #include <DistAttn/schedule/cost_ring.hpp>
@@ -106,20 +106,16 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
   const UlyssesSizes z = ulysses_sizes(padded, U, padded.seq_len / P);
   const RankPlacement group{0, 1, m.gpus_per_node};
   auto wrap = [&](PassPrediction p, bool backward) {
-    p.seconds += ulysses_exchange_seconds(m, group, z, pr.batch, backward);
-    const std::int64_t b = std::int64_t(pr.batch) * ulysses_pass_bytes(z, backward);
+    p.seconds += ulysses_exchange_seconds(m, group, z, pr.batch, backward, UlyssesRole::HybridOuter);
+    const std::int64_t b = std::int64_t(pr.batch) * ulysses_pass_bytes(z, backward, true, UlyssesRole::HybridOuter);
     p.max_bytes_sent += b;
     p.max_bytes_received += b;
     return p;
   };
   out.forward = wrap(in.forward, false);
   out.backward = wrap(in.backward, true);
-  // The inner executor's workspace plus the head-sharded q, k, v, o, dO, dq, dk, dv
-  // (io dtype) and LSE (fp32) of the N/S tokens it works on.
-  const std::int64_t t = padded.seq_len / S, d = pr.head_dim, io = pr.io_bytes();
-  out.workspace_bytes = in.workspace_bytes + std::int64_t(pr.batch) * t *
-                                                  ((4 * h.local_heads() + 4 * h.local_kv_heads()) * d * io +
-                                                   h.local_heads() * pr.acc_bytes());
+  // The inner executor's workspace plus the head exchange around it.
+  out.workspace_bytes = in.workspace_bytes + head_exchange_workspace_bytes(padded, U, padded.seq_len / P);
   return out;
 }
 

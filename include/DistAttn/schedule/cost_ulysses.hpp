@@ -39,9 +39,9 @@ inline double all_to_all_seconds(const MachineModel& m, const RankPlacement& pla
 
 /// The all-to-alls of one pass over a group of U ranks, one after the other.
 inline double ulysses_exchange_seconds(const MachineModel& m, const RankPlacement& place, const UlyssesSizes& z,
-                                       int batch, bool backward) {
+                                       int batch, bool backward, UlyssesRole role = UlyssesRole::Ulysses) {
   double t = 0;
-  for (const UlyssesExchange& e : ulysses_exchanges(z, backward))
+  for (const UlyssesExchange& e : ulysses_exchanges(z, backward, true, role))
     t += all_to_all_seconds(m, place, z.degree, double(batch) * e.bytes);
   return t;
 }
@@ -63,18 +63,25 @@ inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem&
   return tl.p;
 }
 
-/// Bytes UlyssesAttention allocates per rank for forward and backward together
-/// (ensure_forward, ensure_backward): head-side tensors and the packed all-to-all buffers.
-inline std::int64_t ulysses_workspace_bytes(const AttnProblem& pr, int P) {
-  const UlyssesHeads h(P, pr.heads, pr.kv_heads);
-  const std::int64_t B = pr.batch, N = pr.seq_len, c = N / P, d = pr.head_dim, io = pr.io_bytes(), acc = pr.acc_bytes();
+/// Bytes Impl::HeadExchange allocates per rank for forward and backward
+/// (ensure_forward, ensure_backward) over U ranks of `tokens_per_rank` tokens each:
+/// the head-side tensors of U * tokens_per_rank tokens and the packed all-to-all buffers.
+inline std::int64_t head_exchange_workspace_bytes(const AttnProblem& pr, int U, std::int64_t tokens_per_rank) {
+  const UlyssesHeads h(U, pr.heads, pr.kv_heads);
+  const std::int64_t B = pr.batch, N = U * tokens_per_rank, d = pr.head_dim, io = pr.io_bytes(), acc = pr.acc_bytes();
   const std::int64_t L = h.local_heads(), Lk = h.local_kv_heads();
   const std::int64_t q = B * N * L * d, kv = B * N * Lk * d, rows = B * N * L;
   // forward: q, k, v, o and LSE on the head side; send + receive of qkv, o, LSE
   std::int64_t w = (2 * q + 2 * kv) * io + rows * acc + 2 * (q + 2 * kv) * io + 2 * q * io + 2 * rows * acc;
-  // backward: dO, Delta (head side), Delta (sequence side), dq, dk, dv; send + receive of stats and gradients
-  w += q * io + rows * acc + B * pr.heads * c * acc + (q + 2 * kv) * acc + 2 * 2 * rows * acc + 2 * (q + 2 * kv) * acc;
+  // backward: dO, Delta, dq, dk, dv on the head side; send + receive of the statistics and gradients
+  w += q * io + rows * acc + (q + 2 * kv) * acc + 2 * 2 * rows * acc + 2 * (q + 2 * kv) * acc;
   return w;
+}
+
+/// UlyssesAttention: its head exchange plus Delta on the sequence side.
+inline std::int64_t ulysses_workspace_bytes(const AttnProblem& pr, int P) {
+  const std::int64_t c = pr.seq_len / P;
+  return head_exchange_workspace_bytes(pr, P, c) + std::int64_t(pr.batch) * pr.heads * c * pr.acc_bytes();
 }
 
 }  // namespace DistAttn

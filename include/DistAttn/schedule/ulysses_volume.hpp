@@ -17,6 +17,8 @@
 ///             grad   (U-1) n (L + 2 Lk) d      fp32        dq, dk, dv back (replicas' dK/dV summed there)
 ///             qkv    as forward, only when the backward gets other q, k, v than the
 ///                    last forward (a training step reuses them: 0)
+/// Inside HybridAttention (Impl::HeadExchange) the backward sends dO alone: LSE is
+/// still on the head side from the forward and the inner executor makes Delta.
 
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/ulysses/ulysses_types.hpp>
@@ -51,10 +53,14 @@ inline void check_ulysses_sizes(const UlyssesSizes& z, const char* where) {
 }
 }  // namespace Impl
 
+/// Who runs the all-to-alls: UlyssesAttention, or HybridAttention around its inner executor.
+enum class UlyssesRole { Ulysses, HybridOuter };
+
 /// The all-to-alls of one pass in the order the executor runs them (each waited
 /// for before the next step). `reuse_qkv`: the backward has the head-side q, k, v
-/// of the forward (UlyssesAttention keeps them when given the same Views).
-inline std::vector<UlyssesExchange> ulysses_exchanges(const UlyssesSizes& z, bool backward, bool reuse_qkv = true) {
+/// (and in the hybrid O, LSE) of the forward, as when given the same Views.
+inline std::vector<UlyssesExchange> ulysses_exchanges(const UlyssesSizes& z, bool backward, bool reuse_qkv = true,
+                                                      UlyssesRole role = UlyssesRole::Ulysses) {
   Impl::check_ulysses_sizes(z, "DistAttn::ulysses_exchanges");
   const UlyssesHeads h(z.degree, z.heads, z.kv_heads);
   const std::int64_t peers = z.degree - 1, n = z.tokens_per_rank, d = z.head_dim;
@@ -69,14 +75,15 @@ inline std::vector<UlyssesExchange> ulysses_exchanges(const UlyssesSizes& z, boo
   }
   if (!reuse_qkv) x.push_back({UlyssesPhase::QKV, qkv * z.io_bytes});
   x.push_back({UlyssesPhase::DOut, peers * n * L * d * z.io_bytes});
-  x.push_back({UlyssesPhase::DOut, peers * 2 * n * L * z.acc_bytes});
+  if (role == UlyssesRole::Ulysses) x.push_back({UlyssesPhase::DOut, peers * 2 * n * L * z.acc_bytes});
   x.push_back({UlyssesPhase::Grad, qkv * z.acc_bytes});
   return x;
 }
 
-inline std::int64_t ulysses_pass_bytes(const UlyssesSizes& z, bool backward, bool reuse_qkv = true) {
+inline std::int64_t ulysses_pass_bytes(const UlyssesSizes& z, bool backward, bool reuse_qkv = true,
+                                       UlyssesRole role = UlyssesRole::Ulysses) {
   std::int64_t b = 0;
-  for (const UlyssesExchange& e : ulysses_exchanges(z, backward, reuse_qkv)) b += e.bytes;
+  for (const UlyssesExchange& e : ulysses_exchanges(z, backward, reuse_qkv, role)) b += e.bytes;
   return b;
 }
 
