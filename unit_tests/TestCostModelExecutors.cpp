@@ -81,6 +81,15 @@ MachineModel machine(int D) {
   return nvlink_ib_node_defaults(t);
 }
 
+/// The executor's measured (forward, backward) bytes against the prediction; returns the prediction.
+Prediction expect_predicted_bytes(const std::pair<std::int64_t, std::int64_t>& measured, const ExecutorChoice& ch,
+                                  const AttnProblem& pr, int P) {
+  const Prediction p = predict(ch, pr, P, machine(pr.head_dim));
+  EXPECT_EQ(measured.first, p.forward.max_bytes_received);
+  EXPECT_EQ(measured.second, p.backward.max_bytes_received);
+  return p;
+}
+
 AttnProblem problem(int B, std::int64_t N, int H, int Hkv, int D) {
   AttnProblem p;
   p.batch = B, p.seq_len = N, p.heads = H, p.kv_heads = Hkv, p.head_dim = D, p.dtype = "float";
@@ -105,9 +114,7 @@ TEST(CostModelExecutors, Ring) {
     EXPECT_EQ(std::int64_t(bytes), ring_workspace_bytes(kind, pr, c));
     ExecutorChoice ch;
     ch.kind = k;
-    const Prediction p = predict(ch, pr, P, machine(D));
-    EXPECT_EQ(measured.first, p.forward.max_bytes_received);
-    EXPECT_EQ(measured.second, p.backward.max_bytes_received);
+    expect_predicted_bytes(measured, ch, pr, P);
   }
 }
 
@@ -136,9 +143,7 @@ TEST(CostModelExecutors, Grid2D) {
       EXPECT_EQ(std::int64_t(bytes) + kept, grid2d_workspace_bytes(overlapped, pr, R, P / R, n));
       ExecutorChoice ch;
       ch.kind = overlapped ? ExecutorKind::Grid2DO : ExecutorKind::Grid2DNO, ch.rows = R, ch.cols = P / R;
-      const Prediction p = predict(ch, pr, P, machine(D));
-      EXPECT_EQ(measured.first, p.forward.max_bytes_received);
-      EXPECT_EQ(measured.second, p.backward.max_bytes_received);
+      expect_predicted_bytes(measured, ch, pr, P);
     }
   }
 }
@@ -160,9 +165,7 @@ TEST(CostModelExecutors, Ulysses) {
     EXPECT_EQ(std::int64_t(bytes), ulysses_workspace_bytes(pr, P));
     ExecutorChoice ch;
     ch.kind = ExecutorKind::Ulysses;
-    const Prediction p = predict(ch, pr, P, machine(D));
-    EXPECT_EQ(measured.first, p.forward.max_bytes_received);
-    EXPECT_EQ(measured.second, p.backward.max_bytes_received);
+    expect_predicted_bytes(measured, ch, pr, P);
   }
 }
 
@@ -190,9 +193,7 @@ TEST(CostModelExecutors, Hybrid) {
         });
         ExecutorChoice ch;
         ch.kind = ExecutorKind::Hybrid, ch.ulysses_degree = U, ch.inner = kind;
-        const Prediction p = predict(ch, problem(B, std::int64_t(P) * c, H, Hkv, D), P, machine(D));
-        EXPECT_EQ(measured.first, p.forward.max_bytes_received);
-        EXPECT_EQ(measured.second, p.backward.max_bytes_received);
+        const Prediction p = expect_predicted_bytes(measured, ch, problem(B, std::int64_t(P) * c, H, Hkv, D), P);
         EXPECT_EQ(std::int64_t(bytes), p.workspace_bytes);
       }
     }
