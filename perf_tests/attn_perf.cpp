@@ -125,16 +125,7 @@ void run(const Config& c, std::ostream& json) {
     const double scale = resolved_scale(opts, c.dim);
 
     EventTimer<Exec> timer(exec);
-    auto time_it = [&](auto&& fn) {
-      for (int i = 0; i < c.warmup; ++i) fn();
-      std::vector<double> t;
-      for (int i = 0; i < c.iters; ++i) {
-        timer.start();
-        fn();
-        t.push_back(timer.stop());
-      }
-      return median(t);
-    };
+    auto time_it = [&](auto&& fn) { return median_seconds(timer, c.warmup, c.iters, fn); };
     // The one-call API as users call it: on the tuned path it writes O and LSE
     // directly; otherwise it runs make_state + attention_fwd_update + finalize.
     auto fwd = [&] { attention_fwd(exec, q, k, v, o, lse, opts); };

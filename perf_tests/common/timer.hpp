@@ -76,4 +76,17 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/// Median seconds of `iters` timed calls of fn after `warmup` untimed ones.
+template <class Exec, class F>
+double median_seconds(EventTimer<Exec>& timer, int warmup, int iters, F&& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < iters; ++i) {
+    timer.start();
+    fn();
+    t.push_back(timer.stop());
+  }
+  return median(t);
+}
+
 }  // namespace DistAttn::Perf

@@ -2,6 +2,8 @@
 /// @file schedules.hpp
 /// Umbrella for the communication-free schedule and layout value types.
 
+#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/schedule/cost_model.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
 #include <DistAttn/schedule/grid2d_shape.hpp>
 #include <DistAttn/schedule/grid2d_volume.hpp>
@@ -9,3 +11,4 @@
 #include <DistAttn/schedule/ring_schedule.hpp>
 #include <DistAttn/schedule/ring_types.hpp>
 #include <DistAttn/schedule/ring_volume.hpp>
+#include <DistAttn/schedule/ulysses_volume.hpp>

@@ -1,0 +1,63 @@
+#pragma once
+/// @file causal_pairs.hpp
+/// Exact number of (query, key) pairs a causal block keeps, for query and key
+/// rows at arithmetic-progression positions (PositionMap), in O(log) time: the
+/// cost model needs it for Attention2D's cyclic blocks at N up to millions and
+/// P up to thousands, where summing row by row would dominate the ranking.
+
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/core/types.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+namespace DistAttn {
+
+namespace Impl {
+/// sum_{i=0}^{n-1} floor((a i + b) / m) for n, m >= 1 and a, b >= 0 (the
+/// Euclid-like reduction; every step shrinks (a, m) like a gcd).
+inline std::int64_t floor_sum(std::int64_t n, std::int64_t m, std::int64_t a, std::int64_t b) {
+  std::int64_t ans = 0;
+  while (true) {
+    if (a >= m) {
+      ans += (n - 1) * n / 2 * (a / m);
+      a %= m;
+    }
+    if (b >= m) {
+      ans += n * (b / m);
+      b %= m;
+    }
+    const std::int64_t y_max = a * n + b;
+    if (y_max < m) break;
+    n = y_max / m;
+    b = y_max % m;
+    std::swap(m, a);
+  }
+  return ans;
+}
+/// ceil(x / y) for y > 0 and any sign of x.
+inline std::int64_t ceil_div(std::int64_t x, std::int64_t y) { return x >= 0 ? (x + y - 1) / y : -((-x) / y); }
+}  // namespace Impl
+
+/// Pairs (i < nq, j < nk) with key position k(j) <= query position q(i).
+inline std::int64_t causal_pairs(PositionMap q, std::int64_t nq, PositionMap k, std::int64_t nk) {
+  DISTATTN_REQUIRE(nq >= 0 && nk >= 0, "DistAttn::causal_pairs",
+                   "row counts must be >= 0 (nq=" << nq << ", nk=" << nk << ")");
+  DISTATTN_REQUIRE(q.stride >= 1 && k.stride >= 1, "DistAttn::causal_pairs",
+                   "strides must be >= 1 (query stride " << q.stride << ", key stride " << k.stride << ")");
+  if (nq == 0 || nk == 0) return 0;
+  // Row i keeps floor((q(i) - k.offset) / k.stride) + 1 keys, clamped to [0, nk];
+  // the count grows with i, so rows split into none / some / all ranges.
+  const std::int64_t i0 = std::min(nq, std::max<std::int64_t>(0, Impl::ceil_div(k.offset - q.offset, q.stride)));
+  const std::int64_t i1 =
+      std::min(nq, std::max(i0, Impl::ceil_div((nk - 1) * k.stride + k.offset - q.offset, q.stride)));
+  std::int64_t total = (nq - i1) * nk;
+  if (i1 > i0) {
+    const std::int64_t b = q.stride * i0 + q.offset - k.offset;  // >= 0 by the choice of i0
+    total += Impl::floor_sum(i1 - i0, k.stride, q.stride, b) + (i1 - i0);
+  }
+  return total;
+}
+
+}  // namespace DistAttn

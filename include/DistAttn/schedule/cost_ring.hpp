@@ -1,0 +1,147 @@
+#pragma once
+/// @file cost_ring.hpp
+/// Cost model of RingAttention (ring/ring_attention.hpp) for the vanilla,
+/// balanced and zigzag schedules: time per pass, bytes, workspace.
+///
+/// What the executor overlaps (ring_attention.hpp, run_forward/run_backward):
+/// the inputs of step t+1 are posted before step t's tile runs; the results of
+/// step t are posted after it and waited for (and merged or added) after step
+/// t+1's tile. So during step t a rank has in flight the inputs of t+1 and the
+/// results of t-1, and each step costs, on each rank,
+///   max(tiles of step t, those transfers) + the merge of the results of t-1,
+/// and the step ends when the slowest rank is done (every rank waits for data
+/// from another). After the last step the results of that step are exposed.
+/// Every rank of every step is evaluated from RingSchedule itself (O(P * steps)).
+
+#include <DistAttn/schedule/cost_types.hpp>
+#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/schedule/machine_model.hpp>
+#include <DistAttn/schedule/ring_schedule.hpp>
+#include <DistAttn/schedule/ring_volume.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace DistAttn {
+
+inline RingKind ring_kind_of(ExecutorKind k) {
+  DISTATTN_REQUIRE(is_ring(k), "DistAttn::ring_kind_of", "executor '" << to_string(k) << "' is not a ring kind");
+  return k == ExecutorKind::RingVanilla ? RingKind::Vanilla
+                                        : (k == ExecutorKind::RingBalanced ? RingKind::Balanced : RingKind::Zigzag);
+}
+
+/// N padded as the ring needs it: a multiple of P (2P for zigzag). Padding is
+/// exact only for causal attention; full attention needs N to fit already.
+inline std::int64_t ring_padded_len(const AttnProblem& pr, int P, RingKind kind) {
+  constexpr const char* where = "DistAttn::ring_padded_len";
+  const std::int64_t unit = kind == RingKind::Zigzag ? 2 * std::int64_t(P) : P;
+  DISTATTN_REQUIRE(pr.causal || kind == RingKind::Zigzag, where,
+                   "the " << to_string(kind) << " ring skips every block above the diagonal: full (non-causal) "
+                          << "attention needs the zigzag kind");
+  const std::int64_t padded = (pr.seq_len + unit - 1) / unit * unit;
+  DISTATTN_REQUIRE(pr.causal || padded == pr.seq_len, where,
+                   "full attention cannot be padded: N=" << pr.seq_len << " must be a multiple of " << unit);
+  return padded;
+}
+
+inline RingSizes ring_sizes(const AttnProblem& pr, std::int64_t chunk) {
+  RingSizes z;
+  z.chunk_tokens = chunk;
+  z.heads = pr.heads, z.kv_heads = pr.kv_heads, z.head_dim = pr.head_dim;
+  z.io_bytes = pr.io_bytes(), z.stat_bytes = pr.acc_bytes(), z.grad_bytes = pr.acc_bytes();
+  return z;
+}
+
+namespace Impl {
+/// Tile seconds of rank x's block at one step (zigzag: its half-blocks, as the
+/// executor's for_each_half_block visits them).
+inline double ring_task_seconds(const RingSchedule& s, int x, int t, TileDirection dir, const AttnProblem& pr,
+                                std::int64_t c, const TileThroughput& tiles) {
+  const auto task = s.task(x, t);
+  if (!task) return 0;
+  const double bh = double(pr.batch) * pr.heads;
+  const ShapeClass full{dir, BlockKind::Full, pr.dtype, pr.head_dim};
+  const ShapeClass diag{dir, BlockKind::Causal, pr.dtype, pr.head_dim};
+  if (s.kind() != RingKind::Zigzag) {
+    if (task->causal) return tiles.call_seconds(diag, bh, double(causal_pairs({0, 1}, c, {0, 1}, c)));
+    return tiles.call_seconds(full, bh, double(c) * double(c));
+  }
+  const double h = double(c / 2);
+  if (!pr.causal) return 4 * tiles.call_seconds(full, bh, h * h);
+  // Own step: the two half-chunk diagonals and the later half against the
+  // earlier one; any other step: exactly two unmasked half-blocks.
+  if (t == 0) return 2 * tiles.call_seconds(diag, bh, double(causal_pairs({0, 1}, c / 2, {0, 1}, c / 2))) +
+                     tiles.call_seconds(full, bh, h * h);
+  return 2 * tiles.call_seconds(full, bh, h * h);
+}
+}  // namespace Impl
+
+/// One pass of RingAttention on P = s.num_ranks() ranks placed by `place`.
+inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const AttnProblem& pr,
+                                        std::int64_t padded_len, const MachineModel& m, const RankPlacement& place) {
+  const int P = s.num_ranks(), T = s.num_steps();
+  const std::int64_t c = padded_len / P;
+  const RingSizes z = ring_sizes(pr, c);
+  const TileDirection dir = pass == Pass::Forward ? TileDirection::Forward : TileDirection::Backward;
+  const double B = pr.batch;
+  auto bytes = [&](const Transfer& tr) { return B * double(payload_bytes(tr.kind, z)); };
+  // A merge (forward) or gradient sum (backward) reads two operands and writes one.
+  auto merge_seconds = [&](const Transfer& tr) { return tr.active() ? m.tiles.elementwise_seconds(3 * bytes(tr)) : 0.0; };
+
+  std::vector<double> sent(P, 0.0), received(P, 0.0);
+  PassTimeline tl;
+  tl.p.steps = T;
+  for (int t = 0; t <= T; ++t) {
+    double step_s = 0, step_compute = 0;
+    for (int x = 0; x < P; ++x) {
+      ConcurrentTransfers inflight;
+      auto add = [&](const Transfer& tr, bool is_send) {
+        if (!tr.active()) return;
+        const double b = bytes(tr);
+        (is_send ? sent : received)[std::size_t(x)] += b;
+        if (is_send) inflight.send(place.level(x, tr.peer), b);
+        else inflight.recv(place.level(x, tr.peer), b);
+      };
+      double compute = 0, merge = 0;
+      if (t < T) {
+        compute = Impl::ring_task_seconds(s, x, t, dir, pr, c, m.tiles);
+        if (t + 1 < T) {
+          const RankStep next = s.step(x, t + 1, pass);
+          add(next.send_input, true);
+          add(next.recv_input, false);
+        }
+      }
+      if (t >= 1) {
+        const RankStep prev = s.step(x, t - 1, pass);
+        add(prev.send_result, true);
+        add(prev.recv_result, false);
+        merge = merge_seconds(prev.recv_result);
+      }
+      step_s = std::max(step_s, std::max(compute, inflight.seconds(m)) + merge);
+      step_compute = std::max(step_compute, compute + merge);
+    }
+    tl.step(step_s, step_compute);
+  }
+  for (int x = 0; x < P; ++x) {
+    tl.p.max_bytes_sent = std::max(tl.p.max_bytes_sent, std::int64_t(sent[std::size_t(x)]));
+    tl.p.max_bytes_received = std::max(tl.p.max_bytes_received, std::int64_t(received[std::size_t(x)]));
+  }
+  return tl.p;
+}
+
+/// Bytes RingAttention allocates per rank for forward and backward together
+/// (ensure_forward_workspace + ensure_backward_workspace).
+inline std::int64_t ring_workspace_bytes(RingKind kind, const AttnProblem& pr, std::int64_t c) {
+  const std::int64_t B = pr.batch, H = pr.heads, Hkv = pr.kv_heads, d = pr.head_dim;
+  const std::int64_t io = pr.io_bytes(), acc = pr.acc_bytes();
+  const std::int64_t state = B * c * H * (d + 2) * acc;  // acc [B,c,H,d] + m, l [B,H,c]
+  const std::int64_t q = B * c * H * d, kv = B * c * Hkv * d, rows = B * H * c;
+  std::int64_t fwd = state + (kind == RingKind::Zigzag ? state : 0);  // own state (+ two half states)
+  fwd += 2 * (2 * kv * io + q * io + state) + 3 * state;              // k,v,q slots, partials out / in
+  std::int64_t bwd = rows * acc + (q + 2 * kv) * acc;                  // delta, dq, dk, dv
+  bwd += 2 * (q * io + 2 * rows * acc + (2 * kv + q) * acc);           // dO, LSE, Delta slots, grads out
+  bwd += 3 * (2 * kv + q) * acc;                                       // grads in
+  return fwd + bwd;
+}
+
+}  // namespace DistAttn

@@ -1,0 +1,122 @@
+#pragma once
+/// @file machine_model.hpp
+/// The machine the cost model predicts for: links per level (intra-node,
+/// inter-node), GPUs per node, tile throughput, and the transfer-time rules the
+/// executor models share (docs/design/cost_model.md has the equations).
+///
+/// Link time of m bytes on one level: latency + m / bandwidth. Every rank has its
+/// own full-duplex link per level (NVLink to the switch; one InfiniBand HCA per GPU,
+/// as in DGX/HGX H100 and H200 nodes): what one rank sends and what it receives
+/// at the same time do not slow each other down, but two sends on the same level do.
+
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/schedule/tile_throughput.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace DistAttn {
+
+enum class LinkLevel { Intra, Inter };
+inline constexpr int kNumLinkLevels = 2;
+
+struct Link {
+  double bandwidth_Bps = 0;  ///< bytes per second, one direction, one rank
+  double latency_s = 0;      ///< per transfer (message or collective step)
+};
+
+struct MachineModel {
+  int gpus_per_node = 8;
+  Link intra;
+  Link inter;
+  TileThroughput tiles;
+  /// Device memory per rank; rank_choices drops choices whose workspace exceeds
+  /// it (the caller's own tensors come on top). 0 = not checked.
+  double device_memory_bytes = 0;
+
+  const Link& link(LinkLevel l) const { return l == LinkLevel::Intra ? intra : inter; }
+  /// Seconds to move `bytes` over one link of level l in one transfer.
+  double transfer_seconds(LinkLevel l, double bytes) const {
+    if (bytes <= 0) return 0;
+    const Link& k = link(l);
+    return k.latency_s + (std::isinf(k.bandwidth_Bps) ? 0.0 : bytes / k.bandwidth_Bps);
+  }
+  void check(const char* where) const {
+    DISTATTN_REQUIRE(gpus_per_node >= 1, where, "gpus_per_node must be >= 1, got " << gpus_per_node);
+    for (const Link* k : {&intra, &inter}) {
+      const char* name = k == &intra ? "intra" : "inter";
+      DISTATTN_REQUIRE(k->bandwidth_Bps > 0 && !std::isnan(k->bandwidth_Bps), where,
+                       name << "-node bandwidth_Bps must be > 0 (inf allowed), got " << k->bandwidth_Bps);
+      DISTATTN_REQUIRE(k->latency_s >= 0 && std::isfinite(k->latency_s), where,
+                       name << "-node latency_s must be finite and >= 0, got " << k->latency_s);
+    }
+    DISTATTN_REQUIRE(device_memory_bytes >= 0, where,
+                     "device_memory_bytes must be >= 0 (0 = not checked), got " << device_memory_bytes);
+  }
+};
+
+/// Defaults of docs/design/cost_model.md ("Parameters"): intra-node = the NCCL
+/// point-to-point numbers measured on 2x H200 NVLink (docs/PERFORMANCE.md,
+/// "Communication layer": 297.96 GB/s at 256 MiB, 16.41 us for 4 KiB); inter-node =
+/// one 400 Gb/s NDR InfiniBand HCA per GPU (line rate 50 GB/s, not measured here),
+/// with the same per-transfer latency as the measured NVLink one (an assumption:
+/// no inter-node measurement exists yet). 8 GPUs per node.
+inline MachineModel nvlink_ib_node_defaults(TileThroughput tiles) {
+  MachineModel m;
+  m.gpus_per_node = 8;
+  m.intra = Link{297.96e9, 16.41e-6};
+  m.inter = Link{50.0e9, 16.41e-6};
+  m.tiles = std::move(tiles);
+  return m;
+}
+
+/// Which node the ranks of a (sub)communicator sit on: member i is world rank
+/// first + i * stride, and world ranks fill nodes in order (gpus_per_node each).
+struct RankPlacement {
+  int first = 0;
+  int stride = 1;
+  int gpus_per_node = 8;
+
+  int node(int member) const { return (first + member * stride) / gpus_per_node; }
+  LinkLevel level(int a, int b) const { return node(a) == node(b) ? LinkLevel::Intra : LinkLevel::Inter; }
+  /// The slowest level a ring over these members uses.
+  LinkLevel group_level(const std::vector<int>& members) const {
+    for (int m : members)
+      if (node(m) != node(members.front())) return LinkLevel::Inter;
+    return LinkLevel::Intra;
+  }
+};
+
+/// What one rank has in flight at the same time, per level and direction.
+struct ConcurrentTransfers {
+  double sent[kNumLinkLevels] = {0, 0};
+  double received[kNumLinkLevels] = {0, 0};
+  bool any[kNumLinkLevels] = {false, false};
+
+  void send(LinkLevel l, double bytes) { add(sent, l, bytes); }
+  void recv(LinkLevel l, double bytes) { add(received, l, bytes); }
+  /// Completion time: the busier direction of the slowest level, one latency.
+  double seconds(const MachineModel& m) const {
+    double t = 0;
+    for (int i = 0; i < kNumLinkLevels; ++i)
+      if (any[i]) t = std::max(t, m.transfer_seconds(LinkLevel(i), std::max(sent[i], received[i])));
+    return t;
+  }
+
+ private:
+  void add(double* a, LinkLevel l, double bytes) {
+    if (bytes <= 0) return;
+    a[int(l)] += bytes;
+    any[int(l)] = true;
+  }
+};
+
+/// A ring all-gather or reduce-scatter over k members with `shard_bytes` per
+/// member: k - 1 steps, each moving one shard over the group's slowest level.
+inline double ring_collective_seconds(const MachineModel& m, LinkLevel l, int k, double shard_bytes) {
+  return k <= 1 ? 0.0 : double(k - 1) * m.transfer_seconds(l, shard_bytes);
+}
+
+}  // namespace DistAttn

@@ -1,0 +1,182 @@
+#pragma once
+/// @file tile_throughput.hpp
+/// Measured speed of the building block (attention_fwd_update /
+/// attention_bwd_update) per shape class, the compute input of the cost model.
+///
+/// A shape class is (direction, block kind, dtype, head_dim). A call on a block
+/// with `pairs` kept (query, key) pairs and B*H query heads is predicted to take
+///   overhead_s + flops / flops_per_s,   flops = 4 d B H pairs (forward), 2.5x that (backward),
+/// the FLOP convention of docs/PERFORMANCE.md (a causal S x S problem keeps S(S+1)/2
+/// pairs, i.e. about half). Full = no mask; Causal = a masked block whose kept pairs
+/// form a staircase (the diagonal block of the ring, the half-chunk diagonals of
+/// zigzag, Attention2D's cyclic blocks); its rate is per KEPT pair, so it absorbs
+/// the work the kernel spends on partially masked tiles.
+///
+/// Stored as text, one class per line (`#` starts a comment):
+///   tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> <overhead_s>
+///   elementwise <bytes_per_s>       (merges and gradient sums; 0 = not modelled)
+/// perf_tests/cost_calibrate writes such a file for the device it runs on.
+
+#include <DistAttn/core/error.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+namespace DistAttn {
+
+enum class TileDirection { Forward, Backward };
+enum class BlockKind { Full, Causal };
+
+struct ShapeClass {
+  TileDirection direction = TileDirection::Forward;
+  BlockKind kind = BlockKind::Full;
+  std::string dtype = "bf16";  ///< as attn_perf's --dtype: bf16, fp16, float, double
+  int head_dim = 128;
+};
+
+struct TileRate {
+  double flops_per_s = 0;  ///< useful FLOPs per second (convention above)
+  double overhead_s = 0;   ///< fixed cost of one call (launch, setup)
+};
+
+inline const char* to_string(TileDirection d) { return d == TileDirection::Forward ? "fwd" : "bwd"; }
+inline const char* to_string(BlockKind k) { return k == BlockKind::Full ? "full" : "causal"; }
+
+/// Bytes of one element of q, k, v, o, dO.
+inline int dtype_bytes(const std::string& dtype) {
+  if (dtype == "bf16" || dtype == "fp16") return 2;
+  if (dtype == "float") return 4;
+  if (dtype == "double") return 8;
+  DISTATTN_REQUIRE(false, "DistAttn::dtype_bytes",
+                   "dtype '" << dtype << "' is not one of bf16, fp16, float, double");
+  return 0;
+}
+/// Bytes of the accumulation type (accum_t): fp32 except for double.
+inline int accum_bytes(const std::string& dtype) { return dtype_bytes(dtype) == 8 ? 8 : 4; }
+
+/// FLOPs of one block call (docs/PERFORMANCE.md convention).
+inline double block_flops(TileDirection dir, double batch_heads, double head_dim, double pairs) {
+  const double fwd = 4.0 * batch_heads * head_dim * pairs;
+  return dir == TileDirection::Forward ? fwd : 2.5 * fwd;
+}
+
+class TileThroughput {
+ public:
+  void set(const ShapeClass& c, TileRate r) {
+    DISTATTN_REQUIRE(std::isfinite(r.flops_per_s) && r.flops_per_s > 0, "DistAttn::TileThroughput::set",
+                     "flops_per_s must be finite and > 0 for " << describe(c) << ", got " << r.flops_per_s);
+    DISTATTN_REQUIRE(std::isfinite(r.overhead_s) && r.overhead_s >= 0, "DistAttn::TileThroughput::set",
+                     "overhead_s must be finite and >= 0 for " << describe(c) << ", got " << r.overhead_s);
+    dtype_bytes(c.dtype);
+    DISTATTN_REQUIRE(c.head_dim >= 1, "DistAttn::TileThroughput::set", "head_dim must be >= 1, got " << c.head_dim);
+    rates_[key(c)] = r;
+  }
+  bool has(const ShapeClass& c) const { return rates_.count(key(c)) != 0; }
+  TileRate rate(const ShapeClass& c) const {
+    const auto it = rates_.find(key(c));
+    DISTATTN_REQUIRE(it != rates_.end(), "DistAttn::TileThroughput::rate",
+                     "no calibrated tile throughput for " << describe(c)
+                                                          << "; run perf_tests/cost_calibrate for it or add the line");
+    return it->second;
+  }
+  /// Predicted seconds of one call; 0 for an empty block (the executors skip it).
+  double call_seconds(const ShapeClass& c, double batch_heads, double pairs) const {
+    if (pairs <= 0) return 0;
+    const TileRate r = rate(c);
+    return r.overhead_s + block_flops(c.direction, batch_heads, c.head_dim, pairs) / r.flops_per_s;
+  }
+
+  /// The same table on a device `factor` times slower (P ranks sharing fewer cores).
+  TileThroughput slowed_down(double factor) const {
+    DISTATTN_REQUIRE(std::isfinite(factor) && factor > 0, "DistAttn::TileThroughput::slowed_down",
+                     "factor must be finite and > 0, got " << factor);
+    TileThroughput t = *this;
+    for (auto& kv : t.rates_) kv.second = TileRate{kv.second.flops_per_s / factor, kv.second.overhead_s * factor};
+    t.elementwise_ /= factor;
+    return t;
+  }
+
+  /// Memory-bound passes (state merges, gradient sums): bytes read + written per
+  /// second; 0 leaves them out of the prediction.
+  double elementwise_bytes_per_s() const { return elementwise_; }
+  void set_elementwise_bytes_per_s(double b) {
+    DISTATTN_REQUIRE(std::isfinite(b) && b >= 0, "DistAttn::TileThroughput::set_elementwise_bytes_per_s",
+                     "bytes_per_s must be finite and >= 0, got " << b);
+    elementwise_ = b;
+  }
+  double elementwise_seconds(double bytes) const { return elementwise_ > 0 ? bytes / elementwise_ : 0.0; }
+
+  std::string to_text() const {
+    std::ostringstream os;
+    os.precision(6);
+    os << std::scientific;
+    for (const auto& [k, r] : rates_)
+      os << "tile " << std::get<0>(k) << ' ' << std::get<1>(k) << ' ' << std::get<2>(k) << ' ' << std::get<3>(k)
+         << ' ' << r.flops_per_s << ' ' << r.overhead_s << '\n';
+    os << "elementwise " << elementwise_ << '\n';
+    return os.str();
+  }
+  static TileThroughput from_text(const std::string& text, const std::string& source = "text") {
+    constexpr const char* where = "DistAttn::TileThroughput::from_text";
+    TileThroughput t;
+    std::istringstream in(text);
+    std::string line;
+    int lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (const auto h = line.find('#'); h != std::string::npos) line.erase(h);
+      std::istringstream ls(line);
+      std::string word;
+      if (!(ls >> word)) continue;
+      if (word == "elementwise") {
+        double b = -1;
+        DISTATTN_REQUIRE(ls >> b, where, source << ":" << lineno << ": expected 'elementwise <bytes_per_s>'");
+        t.set_elementwise_bytes_per_s(b);
+        continue;
+      }
+      DISTATTN_REQUIRE(word == "tile", where,
+                       source << ":" << lineno << ": unknown record '" << word << "' (tile or elementwise)");
+      std::string dir, kind;
+      ShapeClass c;
+      TileRate r;
+      DISTATTN_REQUIRE(ls >> dir >> kind >> c.dtype >> c.head_dim >> r.flops_per_s >> r.overhead_s, where,
+                       source << ":" << lineno
+                              << ": expected 'tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> "
+                                 "<overhead_s>'");
+      DISTATTN_REQUIRE(dir == "fwd" || dir == "bwd", where,
+                       source << ":" << lineno << ": direction '" << dir << "' is not fwd or bwd");
+      DISTATTN_REQUIRE(kind == "full" || kind == "causal", where,
+                       source << ":" << lineno << ": block kind '" << kind << "' is not full or causal");
+      c.direction = dir == "fwd" ? TileDirection::Forward : TileDirection::Backward;
+      c.kind = kind == "full" ? BlockKind::Full : BlockKind::Causal;
+      t.set(c, r);
+    }
+    return t;
+  }
+  static TileThroughput load(const std::string& path) {
+    std::ifstream f(path);
+    DISTATTN_REQUIRE(f.good(), "DistAttn::TileThroughput::load", "cannot open tile throughput file '" << path << "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return from_text(ss.str(), path);
+  }
+
+  static std::string describe(const ShapeClass& c) {
+    std::ostringstream os;
+    os << "(" << to_string(c.direction) << ", " << to_string(c.kind) << ", " << c.dtype << ", d=" << c.head_dim << ")";
+    return os.str();
+  }
+
+ private:
+  using Key = std::tuple<std::string, std::string, std::string, int>;
+  static Key key(const ShapeClass& c) { return Key{to_string(c.direction), to_string(c.kind), c.dtype, c.head_dim}; }
+  std::map<Key, TileRate> rates_;
+  double elementwise_ = 0;
+};
+
+}  // namespace DistAttn

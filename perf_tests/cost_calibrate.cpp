@@ -1,0 +1,158 @@
+// cost_calibrate: times the building block on this device for the cost model's
+// shape classes (schedule/tile_throughput.hpp) and writes the table it loads.
+//
+//   cost_calibrate -o tiles.txt [--dtypes float,double] [--dims 64,128] [--heads 4]
+//                  [--sizes 128,384] [-w 1 -n 5]
+//
+// Per class (fwd/bwd x full/causal x dtype x head_dim) it times
+// attention_fwd_update / attention_bwd_update on one square block at two sizes
+// (medians over -n runs) and fits  time = overhead + FLOPs / rate  through the
+// two points (FLOP convention of docs/PERFORMANCE.md; causal counts kept pairs).
+// If the fit gives a negative overhead, overhead = 0 and rate = the larger block's.
+// It also times attention_merge for the memory-bound passes (elementwise rate).
+#include <DistAttn/DistAttn.hpp>
+#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/schedule/tile_throughput.hpp>
+#include <DistAttn/testing/random_fill.hpp>
+
+#include "common/args.hpp"
+#include "common/timer.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace DistAttn;
+using namespace DistAttn::Perf;
+using Exec = Kokkos::DefaultExecutionSpace;
+using Mem  = Exec::memory_space;
+
+namespace {
+
+struct Config {
+  int heads = 4, warmup = 1, iters = 5;
+  std::vector<int> sizes{128, 384};
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+template <class F>
+double median_seconds(const Exec& exec, const Config& c, F&& fn) {
+  EventTimer<Exec> timer(exec);
+  return Perf::median_seconds(timer, c.warmup, c.iters, fn);
+}
+
+/// Seconds of one call for each direction and block kind at block size S.
+template <class T>
+void time_block(const Exec& exec, const Config& c, int S, int d, double out[2][2]) {
+  using Acc = accum_t<T>;
+  const int H = c.heads;
+  Tensor4<T, Mem> q("q", 1, S, H, d), k("k", 1, S, H, d), v("v", 1, S, H, d), o("o", 1, S, H, d), dout("do", 1, S, H, d);
+  Tensor4<Acc, Mem> dq("dq", 1, S, H, d), dk("dk", 1, S, H, d), dv("dv", 1, S, H, d);
+  RowStats<Acc, Mem> lse("lse", 1, H, S), delta("delta", 1, H, S);
+  Testing::fill_random_device(exec, q, 11);
+  Testing::fill_random_device(exec, k, 12);
+  Testing::fill_random_device(exec, v, 13);
+  Testing::fill_random_device(exec, dout, 14);
+  auto state = make_state<Acc>(exec, 1, S, H, d, "calibrate.state");
+  for (int kind = 0; kind < 2; ++kind) {
+    AttnOptions ao;
+    ao.mask = kind == 0 ? Mask::none() : Mask::causal();
+    ao.check_finite = false;
+    attention_fwd(exec, q, k, v, o, lse, ao);
+    attention_bwd_delta(exec, o, dout, delta);
+    out[0][kind] = median_seconds(exec, c, [&] { attention_fwd_update(exec, q, k, v, state, ao); });
+    out[1][kind] = median_seconds(exec, c, [&] {
+      attention_bwd_update(exec, q, k, v, dout, lse, delta, dq, dk, dv, ao);
+    });
+  }
+}
+
+template <class T>
+void calibrate(const Exec& exec, const Config& c, const std::string& dtype, int d, TileThroughput& table) {
+  const int s1 = c.sizes[0], s2 = c.sizes[1];
+  double t1[2][2], t2[2][2];
+  time_block<T>(exec, c, s1, d, t1);
+  time_block<T>(exec, c, s2, d, t2);
+  for (int dir = 0; dir < 2; ++dir)
+    for (int kind = 0; kind < 2; ++kind) {
+      auto pairs = [&](int S) { return kind == 0 ? double(S) * S : double(causal_pairs({0, 1}, S, {0, 1}, S)); };
+      const TileDirection td = dir == 0 ? TileDirection::Forward : TileDirection::Backward;
+      const double f1 = block_flops(td, c.heads, d, pairs(s1)), f2 = block_flops(td, c.heads, d, pairs(s2));
+      TileRate r;
+      r.flops_per_s = (f2 - f1) / (t2[dir][kind] - t1[dir][kind]);
+      r.overhead_s = t1[dir][kind] - f1 / r.flops_per_s;
+      if (!(r.flops_per_s > 0) || r.overhead_s < 0) r = TileRate{f2 / t2[dir][kind], 0.0};
+      const ShapeClass cls{td, kind == 0 ? BlockKind::Full : BlockKind::Causal, dtype, d};
+      table.set(cls, r);
+      std::cout << "# " << TileThroughput::describe(cls) << ": " << t1[dir][kind] * 1e3 << " ms at S=" << s1 << ", "
+                << t2[dir][kind] * 1e3 << " ms at S=" << s2 << " -> " << r.flops_per_s * 1e-9 << " GFLOP/s, overhead "
+                << r.overhead_s * 1e6 << " us\n";
+    }
+}
+
+template <class T>
+double merge_bytes_per_s(const Exec& exec, const Config& c) {
+  using Acc = accum_t<T>;
+  const int S = 4096, H = 8, d = 128;
+  auto a = make_state<Acc>(exec, 1, S, H, d, "calibrate.merge_a");
+  auto b = make_state<Acc>(exec, 1, S, H, d, "calibrate.merge_b");
+  const double t = median_seconds(exec, c, [&] { attention_merge(exec, a, b); });
+  return 3.0 * double(S) * H * (d + 2) * sizeof(Acc) / t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Kokkos::initialize(argc, argv);
+  int rc = 0;
+  try {
+    Args a(argc, argv);
+    Config c;
+    c.heads = int(a.integer({"--heads"}, 4));
+    c.warmup = int(a.integer({"-w", "--warmup"}, 1));
+    c.iters = int(a.integer({"-n", "--iters"}, 5));
+    const std::string outpath = a.str({"-o", "--out"}, "");
+    const auto dtypes = split(a.str({"--dtypes"}, "float,double"));
+    std::vector<int> dims, sizes;
+    for (const auto& s : split(a.str({"--dims"}, "64,128"))) dims.push_back(std::stoi(s));
+    for (const auto& s : split(a.str({"--sizes"}, "128,384"))) sizes.push_back(std::stoi(s));
+    DISTATTN_REQUIRE(!outpath.empty(), "cost_calibrate", "-o <file> is required");
+    DISTATTN_REQUIRE(sizes.size() == 2 && sizes[0] > 0 && sizes[1] > sizes[0], "cost_calibrate",
+                     "--sizes must be two increasing block sizes, e.g. 128,384");
+    DISTATTN_REQUIRE(c.iters >= 1 && c.heads >= 1, "cost_calibrate", "-n and --heads must be >= 1");
+    c.sizes = sizes;
+    Exec exec;
+    TileThroughput table;
+    for (const auto& dt : dtypes)
+      for (int d : dims) {
+        if (dt == "float") calibrate<float>(exec, c, dt, d, table);
+        else if (dt == "double") calibrate<double>(exec, c, dt, d, table);
+#if defined(KOKKOS_ENABLE_CUDA)
+        else if (dt == "bf16" && compat::has_bhalf) calibrate<compat::bhalf_t>(exec, c, dt, d, table);
+        else if (dt == "fp16" && compat::has_half) calibrate<compat::half_t>(exec, c, dt, d, table);
+#endif
+        else DISTATTN_REQUIRE(false, "cost_calibrate", "--dtypes: '" << dt << "' is not available in this build");
+      }
+    table.set_elementwise_bytes_per_s(merge_bytes_per_s<float>(exec, c));
+    std::ofstream f(outpath);
+    DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
+    f << "# DistAttn cost-model tile throughput, measured by perf_tests/cost_calibrate on "
+      << Exec::name() << " (heads " << c.heads << ", block sizes " << sizes[0] << " and " << sizes[1] << ")\n"
+      << table.to_text();
+    std::cout << table.to_text();
+  } catch (const std::exception& e) {
+    std::cerr << "cost_calibrate: " << e.what() << "\n";
+    rc = 1;
+  }
+  Kokkos::finalize();
+  return rc;
+}

@@ -1,0 +1,326 @@
+// Cost model (schedule/cost_model.hpp): its byte and step counts against the
+// volume models the executors' counters are tested against (ring_volume,
+// grid2d_volume) and against brute-force enumeration (causal pairs, Ulysses
+// all-to-all), its limits (no communication cost -> compute only), scaling
+// laws, the ranking's order, and its errors.
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/schedule/cost_model.hpp>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace DistAttn;
+
+namespace {
+
+// The error text names the argument (checked as a substring of what()).
+#define EXPECT_CONTAINS(text, part)                                        \
+  do {                                                                    \
+    const std::string expect_contains_text_ = (text);                      \
+    EXPECT_NE(expect_contains_text_.find(part), std::string::npos)        \
+        << "expected '" << (part) << "' in: " << expect_contains_text_;  \
+  } while (0)
+
+TileThroughput test_tiles(const std::string& dtype = "bf16", int d = 64) {
+  TileThroughput t;
+  t.set({TileDirection::Forward, BlockKind::Full, dtype, d}, {4e11, 5e-6});
+  t.set({TileDirection::Forward, BlockKind::Causal, dtype, d}, {3e11, 5e-6});
+  t.set({TileDirection::Backward, BlockKind::Full, dtype, d}, {2.5e11, 8e-6});
+  t.set({TileDirection::Backward, BlockKind::Causal, dtype, d}, {2e11, 8e-6});
+  t.set_elementwise_bytes_per_s(2e12);
+  return t;
+}
+
+MachineModel test_machine(const std::string& dtype = "bf16", int d = 64) {
+  return nvlink_ib_node_defaults(test_tiles(dtype, d));
+}
+
+AttnProblem problem(std::int64_t N, int H, int Hkv, int d = 64, const std::string& dtype = "bf16", int B = 1) {
+  AttnProblem p;
+  p.batch = B, p.seq_len = N, p.heads = H, p.kv_heads = Hkv, p.head_dim = d, p.dtype = dtype;
+  return p;
+}
+
+ExecutorChoice ring_choice(ExecutorKind k) {
+  ExecutorChoice c;
+  c.kind = k;
+  return c;
+}
+ExecutorChoice grid_choice(ExecutorKind k, int R, int C) {
+  ExecutorChoice c;
+  c.kind = k, c.rows = R, c.cols = C;
+  return c;
+}
+
+}  // namespace
+
+TEST(CostModel, CausalPairsMatchBruteForce) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> off(-40, 60), stride(1, 9), len(0, 30);
+  for (int it = 0; it < 3000; ++it) {
+    const PositionMap q{off(rng), stride(rng)}, k{off(rng), stride(rng)};
+    const std::int64_t nq = len(rng), nk = len(rng);
+    std::int64_t brute = 0;
+    for (std::int64_t i = 0; i < nq; ++i)
+      for (std::int64_t j = 0; j < nk; ++j) brute += k(j) <= q(i) ? 1 : 0;
+    ASSERT_EQ(causal_pairs(q, nq, k, nk), brute)
+        << "q={" << q.offset << "," << q.stride << "} nq=" << nq << " k={" << k.offset << "," << k.stride << "} nk=" << nk;
+  }
+  EXPECT_EQ(causal_pairs({0, 1}, 4000000, {0, 1}, 4000000), std::int64_t(4000000) * 4000001 / 2);
+}
+
+TEST(CostModel, RingBytesAndStepsEqualRingVolume) {
+  for (int P = 1; P <= 12; ++P)
+    for (ExecutorKind k : {ExecutorKind::RingVanilla, ExecutorKind::RingBalanced, ExecutorKind::RingZigzag})
+      for (auto [H, Hkv, d, B] : {std::array<int, 4>{4, 2, 64, 1}, {8, 8, 64, 3}, {6, 1, 64, 2}}) {
+        SCOPED_TRACE("P=" + std::to_string(P) + " " + to_string(k) + " H=" + std::to_string(H));
+        const AttnProblem pr = problem(std::int64_t(2 * P) * 37, H, Hkv, d, "bf16", B);
+        const Prediction p = predict(ring_choice(k), pr, P, test_machine());
+        const RingSchedule s(P, ring_kind_of(k));
+        const RingSizes z = ring_sizes(pr, pr.seq_len / P);
+        std::int64_t fs = 0, fr = 0, bs = 0, br = 0;
+        for (int x = 0; x < P; ++x) {
+          fs = std::max(fs, ring_volume(s, x, Pass::Forward, z).total_bytes_sent());
+          fr = std::max(fr, ring_volume(s, x, Pass::Forward, z).total_bytes_received());
+          bs = std::max(bs, ring_volume(s, x, Pass::Backward, z).total_bytes_sent());
+          br = std::max(br, ring_volume(s, x, Pass::Backward, z).total_bytes_received());
+        }
+        EXPECT_EQ(p.forward.max_bytes_sent, B * fs);
+        EXPECT_EQ(p.forward.max_bytes_received, B * fr);
+        EXPECT_EQ(p.backward.max_bytes_sent, B * bs);
+        EXPECT_EQ(p.backward.max_bytes_received, B * br);
+        EXPECT_EQ(p.forward.steps, s.num_steps());
+        EXPECT_EQ(p.backward.steps, s.num_steps());
+      }
+}
+
+TEST(CostModel, Grid2DBytesEqualGrid2DVolume) {
+  for (int P : {1, 2, 3, 4, 6, 8, 9, 12, 16})
+    for (int R = 1; R <= P; ++R) {
+      if (P % R) continue;
+      const int C = P / R;
+      for (auto [H, Hkv] : {std::array<int, 2>{4, 2}, {8, 8}, {6, 1}}) {
+        SCOPED_TRACE("grid " + std::to_string(R) + "x" + std::to_string(C) + " H=" + std::to_string(H));
+        // float: every element is 4 bytes, so bytes = 4 x words for every phase.
+        const AttnProblem pr = problem(std::int64_t(P) * 12, H, Hkv, 32, "float", 2);
+        const Grid2DLayout g(R, C, pr.seq_len);
+        const Grid2DVolumeParams vp = grid2d_executor_volume_params(pr);
+        std::int64_t fmax = 0, bmax = 0;
+        for (int x = 0; x < P; ++x) {
+          const Grid2DPhaseBytes b = grid2d_phase_bytes(g, x, pr);
+          const std::int64_t fw = grid2d_no_forward_words(g, x, vp).total();
+          const std::int64_t bw = grid2d_no_backward_words(g, x, vp).total();
+          EXPECT_EQ(std::int64_t(b.forward_total()), 2 * 4 * fw);
+          EXPECT_EQ(std::int64_t(b.backward_total()), 2 * 4 * bw);
+          fmax = std::max(fmax, 8 * fw);
+          bmax = std::max(bmax, 8 * bw);
+        }
+        for (ExecutorKind k : {ExecutorKind::Grid2DNO, ExecutorKind::Grid2DO}) {
+          const Prediction p = predict(grid_choice(k, R, C), pr, P, test_machine("float", 32));
+          EXPECT_EQ(p.forward.max_bytes_received, fmax);
+          EXPECT_EQ(p.backward.max_bytes_sent, bmax);
+          EXPECT_EQ(p.choice.rows, R);
+          EXPECT_EQ(p.choice.cols, C);
+        }
+      }
+    }
+  // bf16: q, k, v, dO travel in 2 bytes, partials, statistics and gradients in 4.
+  const AttnProblem pr = problem(64, 4, 2, 16, "bf16", 1);
+  const Grid2DLayout g(2, 4, 64);
+  const Grid2DPhaseBytes b = grid2d_phase_bytes(g, 1, pr);
+  const std::int64_t n = 8;
+  EXPECT_EQ(b.q_gather, 3 * n * 4 * 16 * 2);
+  EXPECT_EQ(b.partial_scatter, 3 * n * 4 * (16 + 2) * 4);
+  EXPECT_EQ(b.bundle_gather, 3 * n * 4 * (2 * 16 * 2 + 2 * 4));
+  EXPECT_EQ(b.dkv_scatter, 1 * 2 * n * 2 * 16 * 4);
+}
+
+TEST(CostModel, UlyssesBytesMatchPerPeerEnumeration) {
+  for (int U = 1; U <= 16; ++U)
+    for (int H : {16, 32, 48})
+      for (int Hkv : {1, 2, 4, 8, 16}) {
+        if (H % Hkv || H % U || !(Hkv % U == 0 || U % Hkv == 0)) {
+          if (H % Hkv == 0) EXPECT_THROW(UlyssesHeads(U, H, Hkv), InvalidArgument);
+          continue;
+        }
+        SCOPED_TRACE("U=" + std::to_string(U) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv));
+        UlyssesSizes z;
+        z.tokens_per_rank = 5, z.degree = U, z.heads = H, z.kv_heads = Hkv, z.head_dim = 8, z.io_bytes = 2;
+        z.acc_bytes = 4;
+        // Rank 0 sends to each peer j the rows of j's query heads and of every
+        // K/V head those query heads read.
+        const int G = H / Hkv, hq = H / U;
+        std::int64_t q = 0, kv = 0, rows = 0;
+        for (int j = 1; j < U; ++j) {
+          std::set<int> kvh;
+          for (int h = j * hq; h < (j + 1) * hq; ++h) kvh.insert(h / G);
+          q += z.tokens_per_rank * hq * z.head_dim;
+          kv += 2 * z.tokens_per_rank * std::int64_t(kvh.size()) * z.head_dim;
+          rows += z.tokens_per_rank * hq;
+        }
+        const auto f = ulysses_exchanges(z, false), b = ulysses_exchanges(z, true);
+        ASSERT_EQ(f.size(), 3u);
+        EXPECT_EQ(f[0].bytes, 2 * (q + kv));
+        EXPECT_EQ(f[1].bytes, 2 * q);
+        EXPECT_EQ(f[2].bytes, 4 * rows);
+        ASSERT_EQ(b.size(), 3u);
+        EXPECT_EQ(b[0].bytes, 2 * q);
+        EXPECT_EQ(b[1].bytes, 4 * 2 * rows);
+        EXPECT_EQ(b[2].bytes, 4 * (q + kv));
+        EXPECT_EQ(ulysses_pass_bytes(z, true, false), ulysses_pass_bytes(z, true) + 2 * (q + kv));
+      }
+}
+
+TEST(CostModel, NoCommunicationCostMeansComputeOnly) {
+  MachineModel m = test_machine();
+  m.intra = m.inter = Link{std::numeric_limits<double>::infinity(), 0.0};
+  const AttnProblem pr = problem(4096, 8, 2);
+  for (int P : {2, 4, 6, 16})
+    for (const Prediction& p : rank_choices(pr, P, m)) {
+      SCOPED_TRACE(p.choice.name() + " P=" + std::to_string(P));
+      EXPECT_NEAR(p.forward.exposed_seconds(), 0.0, 1e-12 * p.forward.seconds);
+      EXPECT_NEAR(p.backward.exposed_seconds(), 0.0, 1e-12 * p.backward.seconds);
+    }
+  // The vanilla ring's slowest rank computes the diagonal then P-1 full blocks.
+  const int P = 8;
+  const std::int64_t c = pr.seq_len / P;
+  const double bh = pr.heads, diag = double(c) * (c + 1) / 2;
+  const double expect = m.tiles.call_seconds({TileDirection::Forward, BlockKind::Causal, "bf16", 64}, bh, diag) +
+                        (P - 1) * m.tiles.call_seconds({TileDirection::Forward, BlockKind::Full, "bf16", 64}, bh,
+                                                       double(c) * c);
+  m.tiles.set_elementwise_bytes_per_s(0);
+  EXPECT_DOUBLE_EQ(predict(ring_choice(ExecutorKind::RingVanilla), pr, P, m).forward.seconds, expect);
+}
+
+TEST(CostModel, SlowerLinksNeverPredictFaster) {
+  const AttnProblem pr = problem(1 << 15, 8, 2);
+  MachineModel fast = test_machine(), slow = fast;
+  slow.inter.bandwidth_Bps /= 4;
+  slow.intra.latency_s *= 3;
+  for (int P : {4, 16, 32}) {
+    const auto a = rank_choices(pr, P, fast);
+    for (const Prediction& p : a) {
+      SCOPED_TRACE(p.choice.name());
+      const Prediction q = predict(p.choice, pr, P, slow);
+      EXPECT_GE(q.total_seconds(), p.total_seconds());
+      EXPECT_GE(q.forward.seconds, q.forward.compute_only_seconds);
+      EXPECT_GE(q.backward.seconds, q.backward.compute_only_seconds);
+      AttnProblem longer = pr;
+      longer.seq_len *= 2;
+      EXPECT_GT(predict(p.choice, longer, P, fast).total_seconds(), p.total_seconds());
+    }
+  }
+}
+
+TEST(CostModel, Attention2DTrafficFallsAsSqrtPRingStaysN) {
+  const AttnProblem pr = problem(std::int64_t(1) << 20, 32, 8, 128);
+  const MachineModel m = nvlink_ib_node_defaults(test_tiles("bf16", 128));
+  for (int s : {4, 8, 16}) {
+    const int P = s * s;
+    const auto a = predict(grid_choice(ExecutorKind::Grid2DNO, s, s), pr, P, m);
+    const auto b = predict(grid_choice(ExecutorKind::Grid2DNO, 2 * s, 2 * s), pr, 4 * P, m);
+    const double ratio = double(a.forward.max_bytes_received) / double(b.forward.max_bytes_received);
+    // (s-1)/s^2 against (2s-1)/(4 s^2), plus the permutation's 1/P share.
+    EXPECT_GT(ratio, 1.7) << "P=" << P;
+    EXPECT_LT(ratio, 2.1) << "P=" << P;
+    const auto ra = predict(ring_choice(ExecutorKind::RingVanilla), pr, P, m);
+    const auto rb = predict(ring_choice(ExecutorKind::RingVanilla), pr, 4 * P, m);
+    const double rr = double(ra.forward.max_bytes_received) / double(rb.forward.max_bytes_received);
+    EXPECT_GT(rr, 0.9) << "P=" << P;
+    EXPECT_LT(rr, 1.0) << "P=" << P;
+  }
+}
+
+TEST(CostModel, RankingIsSortedAndStartsAtTheArgmin) {
+  const MachineModel m = test_machine();
+  for (int P : {2, 3, 8, 12}) {
+    const AttnProblem pr = problem(std::int64_t(P) * 2048, 8, 4);
+    const auto r = rank_choices(pr, P, m);
+    ASSERT_FALSE(r.empty());
+    for (std::size_t i = 1; i < r.size(); ++i) EXPECT_LE(r[i - 1].total_seconds(), r[i].total_seconds());
+    double best = std::numeric_limits<double>::infinity();
+    for (const Prediction& p : r) best = std::min(best, predict(p.choice, pr, P, m).total_seconds());
+    EXPECT_DOUBLE_EQ(r.front().total_seconds(), best);
+    // The vanilla ring leaves ranks idle; with P > 2 something balanced must beat it.
+    if (P > 2) EXPECT_NE(r.front().choice.kind, ExecutorKind::RingVanilla);
+  }
+  // Every grid shape and hybrid factorisation is offered.
+  const auto r = rank_choices(problem(12 * 64, 12, 4), 12, m);
+  std::set<std::string> names;
+  for (const Prediction& p : r) names.insert(p.choice.name());
+  for (const char* n : {"grid2d-no 3x4", "grid2d-o 12x1", "ulysses", "hybrid U2+zigzag", "hybrid U4+grid2d-o 1x3"})
+    EXPECT_TRUE(names.count(n)) << n;
+}
+
+TEST(CostModel, BadParametersGiveClearErrors) {
+  const MachineModel m = test_machine();
+  const AttnProblem pr = problem(1024, 8, 2);
+  auto message = [&](auto&& f) {
+    try {
+      f();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_CONTAINS(message([&] { predict(ring_choice(ExecutorKind::RingZigzag), pr, 0, m); }), ("P (ranks)"));
+  EXPECT_CONTAINS(message([&] { predict(ring_choice(ExecutorKind::RingZigzag), problem(1024, 8, 3), 4, m); }),
+              ("kv_heads"));
+  EXPECT_CONTAINS(message([&] { predict(ring_choice(ExecutorKind::RingZigzag), problem(1024, 8, 2, 64, "int8"), 4, m); }),
+              ("dtype 'int8'"));
+  MachineModel bad = m;
+  bad.inter.bandwidth_Bps = -1;
+  EXPECT_CONTAINS(message([&] { predict(ring_choice(ExecutorKind::RingZigzag), pr, 4, bad); }), ("inter-node bandwidth"));
+  EXPECT_CONTAINS(message([&] { predict(ring_choice(ExecutorKind::RingZigzag), problem(1024, 8, 2, 96), 4, m); }),
+              ("no calibrated tile throughput for (fwd, causal, bf16, d=96)"));
+  EXPECT_CONTAINS(message([&] { predict(grid_choice(ExecutorKind::Grid2DO, 3, 2), pr, 4, m); }),
+              ("does not equal P=4"));
+  AttnProblem full = pr;
+  full.causal = false;
+  EXPECT_CONTAINS(message([&] { predict(ring_choice(ExecutorKind::RingBalanced), full, 4, m); }), ("zigzag"));
+  ExecutorChoice u;
+  u.kind = ExecutorKind::Ulysses;
+  EXPECT_CONTAINS(message([&] { predict(u, pr, 16, m); }), ("divisible by the number of ranks P=16"));
+  ExecutorChoice h;
+  h.kind = ExecutorKind::Hybrid, h.ulysses_degree = 3;
+  EXPECT_CONTAINS(message([&] { predict(h, pr, 8, m); }), ("must be >= 1 and divide P=8"));
+  // Choices whose workspace does not fit the device are dropped, with the reason.
+  MachineModel small = m;
+  const auto all = rank_choices(pr, 4, m);
+  small.device_memory_bytes = double(all.front().workspace_bytes) - 1;
+  for (const Prediction& p : rank_choices(pr, 4, small)) EXPECT_LT(double(p.workspace_bytes), small.device_memory_bytes);
+  small.device_memory_bytes = 1;
+  EXPECT_CONTAINS(message([&] { rank_choices(pr, 4, small); }), ("exceeds device_memory_bytes"));
+  // A problem no executor fits lists why for each.
+  EXPECT_CONTAINS(message([&] { rank_choices(problem(1024, 8, 2, 96), 4, m); }), ("no executor fits P=4"));
+}
+
+TEST(CostModel, TileTableRoundTripsAndRejectsBadLines) {
+  const TileThroughput t = test_tiles();
+  const TileThroughput u = TileThroughput::from_text(t.to_text());
+  const ShapeClass c{TileDirection::Backward, BlockKind::Causal, "bf16", 64};
+  EXPECT_DOUBLE_EQ(u.rate(c).flops_per_s, t.rate(c).flops_per_s);
+  EXPECT_DOUBLE_EQ(u.rate(c).overhead_s, t.rate(c).overhead_s);
+  EXPECT_DOUBLE_EQ(u.elementwise_bytes_per_s(), 2e12);
+  auto message = [&](const std::string& text) {
+    try {
+      TileThroughput::from_text(text, "tiles.txt");
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_CONTAINS(message("# ok\ntile fwd full bf16 64 1e12\n"), ("tiles.txt:2: expected 'tile"));
+  EXPECT_CONTAINS(message("tile sideways full bf16 64 1e12 0\n"), ("direction 'sideways'"));
+  EXPECT_CONTAINS(message("tile fwd full bf16 64 -5 0\n"), ("flops_per_s must be finite and > 0"));
+  EXPECT_CONTAINS(message("tiles fwd\n"), ("unknown record 'tiles'"));
+  EXPECT_THROW(TileThroughput::load("/nonexistent/tiles.txt"), InvalidArgument);
+}
