@@ -295,8 +295,12 @@ TEST(CostModel, BadParametersGiveClearErrors) {
   // Choices whose workspace does not fit the device are dropped, with the reason.
   MachineModel small = m;
   const auto all = rank_choices(pr, 4, m);
-  small.device_memory_bytes = double(all.front().workspace_bytes) - 1;
-  for (const Prediction& p : rank_choices(pr, 4, small)) EXPECT_LT(double(p.workspace_bytes), small.device_memory_bytes);
+  std::int64_t largest = 0;
+  for (const Prediction& p : all) largest = std::max(largest, p.workspace_bytes);
+  small.device_memory_bytes = double(largest) - 1;
+  const auto fitting        = rank_choices(pr, 4, small);
+  EXPECT_LT(fitting.size(), all.size()) << "the choice with the largest workspace must be dropped";
+  for (const Prediction& p : fitting) EXPECT_LT(double(p.workspace_bytes), small.device_memory_bytes);
   small.device_memory_bytes = 1;
   EXPECT_CONTAINS(message([&] { rank_choices(pr, 4, small); }), ("exceeds device_memory_bytes"));
   // A problem no executor fits lists why for each.

@@ -46,7 +46,7 @@ inline Prediction predict_sequence(const ExecutorChoice& ch, ExecutorKind kind, 
     out.padded_seq_len = ring_padded_len(pr, P, rk);
     out.forward = predict_ring_pass(s, Pass::Forward, pr, out.padded_seq_len, m, place);
     out.backward = predict_ring_pass(s, Pass::Backward, pr, out.padded_seq_len, m, place);
-    out.workspace_bytes = ring_workspace_bytes(rk, pr, out.padded_seq_len / P);
+    out.workspace_bytes = ring_workspace_bytes(rk, pr, out.padded_seq_len / P, P);
     return out;
   }
   DISTATTN_REQUIRE(is_grid2d(kind), "DistAttn::predict", "executor '" << to_string(kind) << "' is not a sequence executor");
