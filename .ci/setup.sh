@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build DistAttn on the CPU
-# (Kokkos 3.4.01 + Kokkos Kernels from Debian, Open MPI, GoogleTest, CMake),
+# (Kokkos 3.4.01 + Kokkos Kernels from Debian, Open MPI, GoogleTest, CLI11, CMake),
 # then configures and builds into ${BUILD_DIR:-build}. Sourced by main.sh/test.sh.
 set -euo pipefail
 
 need=()
-for pkg in cmake g++ make libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenmpi-dev openmpi-bin libgtest-dev; do
+for pkg in cmake g++ make libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenmpi-dev openmpi-bin libgtest-dev libcli11-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
