@@ -1,8 +1,26 @@
 # Finds Kokkos, Kokkos Kernels, MPI, NCCL and presents each as one stable target,
 # whatever version or packaging provided it (Debian 12's Kokkos 3.4.01 or Kokkos 4.6.x).
+# Used by the build and by the installed DistAttnConfig.cmake; there (DISTATTN_AS_DEPENDENCY
+# set) packages are found with find_dependency, which forwards the consumer's QUIET and
+# REQUIRED, and nothing is printed when the consumer asked for QUIET.
+
+macro(_distattn_find pkg)
+  if(DISTATTN_AS_DEPENDENCY)
+    find_dependency(${pkg} ${ARGN})
+  else()
+    find_package(${pkg} REQUIRED ${ARGN})
+  endif()
+endmacro()
 
 # A version argument to find_package(Kokkos) fails against 3.4.01's config, so check by hand.
-find_package(Kokkos REQUIRED)
+# The installed config hints the locations the library was built with (no cache entry).
+set(_da_kokkos_hints "")
+set(_da_kk_hints "")
+if(DISTATTN_AS_DEPENDENCY)
+  set(_da_kokkos_hints HINTS "${DistAttn_Kokkos_DIR}")
+  set(_da_kk_hints HINTS "${DistAttn_KokkosKernels_DIR}")
+endif()
+_distattn_find(Kokkos ${_da_kokkos_hints})
 if(Kokkos_VERSION VERSION_LESS 3.4)
   message(FATAL_ERROR "DistAttn needs Kokkos >= 3.4, found ${Kokkos_VERSION}")
 endif()
@@ -19,9 +37,11 @@ if(Kokkos_INCLUDE_DIRS)
     set_target_properties(Kokkos::kokkos PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${Kokkos_INCLUDE_DIRS}")
   endif()
 endif()
-message(STATUS "DistAttn: Kokkos ${Kokkos_VERSION} (devices: ${Kokkos_DEVICES})")
+if(NOT DistAttn_FIND_QUIETLY)
+  message(STATUS "DistAttn: Kokkos ${Kokkos_VERSION} (devices: ${Kokkos_DEVICES})")
+endif()
 
-find_package(KokkosKernels REQUIRED)
+_distattn_find(KokkosKernels ${_da_kk_hints})
 if(NOT TARGET DistAttn::kokkoskernels)
   add_library(DistAttn::kokkoskernels INTERFACE IMPORTED)
   if(TARGET Kokkos::kokkoskernels)
@@ -55,7 +75,7 @@ if("CUDA" IN_LIST Kokkos_DEVICES OR Kokkos_ENABLE_CUDA)
 endif()
 
 if(DistAttn_ENABLE_MPI)
-  find_package(MPI REQUIRED COMPONENTS CXX)
+  _distattn_find(MPI COMPONENTS CXX)
 endif()
 
 if(DistAttn_ENABLE_NCCL)
@@ -65,9 +85,13 @@ if(DistAttn_ENABLE_NCCL)
   if(NOT DistAttn_ENABLE_MPI)
     message(FATAL_ERROR "DistAttn_ENABLE_NCCL needs DistAttn_ENABLE_MPI (the NCCL id is broadcast over MPI)")
   endif()
-  find_package(CUDAToolkit REQUIRED)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  _distattn_find(CUDAToolkit)
+  if(NOT DISTATTN_AS_DEPENDENCY)  # the installed config sets both to the build's NCCL
+    find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+              PATH_SUFFIXES include)
+    find_library(NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+                 PATH_SUFFIXES lib lib64)
+  endif()
   if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
     message(FATAL_ERROR "NCCL not found: set NCCL_ROOT")
   endif()

@@ -2,6 +2,25 @@
 # Single-process tests run directly; MPI tests run once per rank count through
 # MPIEXEC_EXECUTABLE / MPIEXEC_NUMPROC_FLAG / MPIEXEC_PREFLAGS (never a bare mpirun:
 # root or oversubscribed runs put their flags in MPIEXEC_PREFLAGS).
+# distattn_filter_ranks(out what np...): the rank counts the launcher can start, i.e.
+# at most MPIEXEC_MAX_NUMPROCS (FindMPI: this machine's cores unless set; .ci/setup.sh
+# raises it together with --oversubscribe). Dropped counts are reported, never run.
+function(distattn_filter_ranks out what)
+  set(kept "")
+  foreach(np IN LISTS ARGN)
+    if(NOT MPIEXEC_MAX_NUMPROCS OR np LESS_EQUAL MPIEXEC_MAX_NUMPROCS)
+      list(APPEND kept ${np})
+    else()
+      list(APPEND _dropped ${np})
+    endif()
+  endforeach()
+  if(_dropped)
+    message(STATUS "DistAttn: ${what} on ${_dropped} ranks not registered "
+                   "(MPIEXEC_MAX_NUMPROCS=${MPIEXEC_MAX_NUMPROCS})")
+  endif()
+  set(${out} ${kept} PARENT_SCOPE)
+endfunction()
+
 function(distattn_add_unit_test name)
   cmake_parse_arguments(T "MPI" "TIMEOUT" "FILES;NP" ${ARGN})
   if(NOT T_TIMEOUT)
@@ -13,9 +32,10 @@ function(distattn_add_unit_test name)
   else()
     add_executable(${exe} ${T_FILES} ${PROJECT_SOURCE_DIR}/unit_tests/main.cpp)
   endif()
-  target_link_libraries(${exe} PRIVATE DistAttn::distattn GTest::gtest)
+  target_link_libraries(${exe} PRIVATE DistAttn::distattn DistAttn::testing GTest::gtest)
   target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/unit_tests)
   if(T_MPI)
+    distattn_filter_ranks(T_NP ${name} ${T_NP})
     foreach(np IN LISTS T_NP)
       add_test(NAME ${name}_np${np}
         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}

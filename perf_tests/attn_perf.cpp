@@ -34,12 +34,12 @@ using Exec = Kokkos::DefaultExecutionSpace;
 using Mem  = Exec::memory_space;
 
 struct Config {
-  long b_min, b_max;
-  double factor;
-  int batch, heads, kv_heads, dim, warmup, iters, sgemm;
+  long b_min = 256, b_max = 1024;
+  double factor = 2.0;
+  int batch = 1, heads = 4, kv_heads = 4, dim = 64, warmup = 2, iters = 5, sgemm = 0;
   double sgemm_gflops = 0;
-  bool causal, check, fwd, bwd;
-  std::string dtype, json, path;
+  bool causal = true, check = true, fwd = true, bwd = true;
+  std::string dtype = "float", json, path = "auto";
 };
 
 template <class T>
@@ -196,30 +196,39 @@ int main(int argc, char** argv) {
   Kokkos::ScopeGuard guard(argc, argv);
   using namespace DistAttn::Perf;
   try {
-    Args a(argc, argv);
     Config c;
-    c.b_min    = a.integer({"-b", "--min-seq"}, 256);
-    c.b_max    = a.integer({"-e", "--max-seq"}, 1024);
-    c.factor   = a.real({"-f", "--step-factor"}, 2.0);
-    c.batch    = int(a.integer({"--batch"}, 1));
-    c.heads    = int(a.integer({"--heads"}, 4));
-    c.kv_heads = int(a.integer({"--kv-heads"}, c.heads));
-    c.dim      = int(a.integer({"--dim"}, 64));
-    c.warmup   = int(a.integer({"-w", "--warmup"}, 2));
-    c.iters    = int(a.integer({"-n", "--iters"}, 5));
-    c.causal   = a.integer({"--causal"}, 1) != 0;
-    c.check    = a.integer({"-c", "--check"}, 1) != 0;
-    const std::string dir = a.str({"--dir"}, "both");
-    c.fwd      = dir == "fwd" || dir == "both";
-    c.bwd      = dir == "bwd" || dir == "both";
-    c.dtype    = a.str({"--dtype"}, "float");
-    c.json     = a.str({"-J", "--json"}, "");
-    c.path     = a.str({"--path"}, "auto");
-    c.sgemm    = int(a.integer({"--sgemm"}, 0));
-    a.reject_unknown();
-    if (c.b_min < 1 || c.b_max < c.b_min || c.factor < 1.0 || c.iters < 1)
-      throw DistAttn::InvalidArgument("need 1 <= -b <= -e, -f >= 1 and -n >= 1");
-    if (dir != "fwd" && dir != "bwd" && dir != "both") throw DistAttn::InvalidArgument("--dir must be fwd, bwd or both");
+    int causal = 1, check = 1;
+    std::string dir = "both";
+    CLI::App app("Single-device attention timings against the fp64 reference.", "attn_perf");
+    add_length(app, "-b,--min-seq", c.b_min, "first sequence length");
+    add_length(app, "-e,--max-seq", c.b_max, "last sequence length");
+    app.add_option("-f,--step-factor", c.factor, "sequence length factor per row")
+        ->check(CLI::Range(1.0, 1024.0))->capture_default_str();
+    app.add_option("--batch", c.batch, "batch size")->check(at_least(1))->capture_default_str();
+    app.add_option("--heads", c.heads, "query heads")->check(at_least(1))->capture_default_str();
+    app.add_option("--kv-heads", c.kv_heads, "key/value heads (default: --heads)")->check(at_least(1));
+    app.add_option("--dim", c.dim, "head dimension")->check(at_least(1))->capture_default_str();
+    app.add_option("-w,--warmup", c.warmup, "warm-up iterations")->check(at_least(0))->capture_default_str();
+    app.add_option("-n,--iters", c.iters, "timed iterations")->check(at_least(1))->capture_default_str();
+    app.add_option("--causal", causal, "causal mask")->check(CLI::Range(0, 1))->capture_default_str();
+    app.add_option("-c,--check", check, "count wrong elements")->check(CLI::Range(0, 1))->capture_default_str();
+    app.add_option("--dir", dir, "passes")->check(CLI::IsMember({"fwd", "bwd", "both"}))->capture_default_str();
+    app.add_option("--dtype", c.dtype, "element type")->check(CLI::IsMember(dtype_choices()))->capture_default_str();
+    app.add_option("-J,--json", c.json, "also write the rows to this JSON file");
+    app.add_option("--path", c.path, "kernel path")->check(CLI::IsMember({"auto", "portable", "cuda"}))->capture_default_str();
+    app.add_option("--sgemm", c.sgemm, "time a host SGEMM of this size as the anchor (0: none)")->check(at_least(0));
+    if (!parse_command_line(app, argc, argv)) {
+      std::cout << app.help();
+      return 0;
+    }
+    if (app.count("--kv-heads") == 0) c.kv_heads = c.heads;
+    c.causal = causal != 0;
+    c.check  = check != 0;
+    c.fwd    = dir == "fwd" || dir == "both";
+    c.bwd    = dir == "bwd" || dir == "both";
+    if (c.b_max < c.b_min)
+      throw DistAttn::InvalidArgument("-e/--max-seq " + std::to_string(c.b_max) + " must be >= -b/--min-seq " +
+                                      std::to_string(c.b_min));
 
     DistAttn::print_configuration(std::cout);
     if (c.sgemm > 0) {
@@ -240,11 +249,7 @@ int main(int argc, char** argv) {
     else if (c.dtype == "bf16" && DistAttn::compat::has_bhalf) run<DistAttn::compat::bhalf_t>(c, json);
     else if (c.dtype == "fp16" && DistAttn::compat::has_half) run<DistAttn::compat::half_t>(c, json);
 #endif
-    else throw DistAttn::InvalidArgument("--dtype '" + c.dtype + "' is not available in this build (float, double"
-#if defined(KOKKOS_ENABLE_CUDA)
-                                         ", bf16, fp16"
-#endif
-                                         ")");
+    else throw DistAttn::InvalidArgument("--dtype '" + c.dtype + "' has no instantiation");
     if (!c.json.empty()) {
       std::ofstream f(c.json);
       f << "[\n" << json.str() << "\n]\n";

@@ -36,14 +36,6 @@ struct Config {
   std::vector<int> sizes{128, 384};
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 template <class F>
 double median_seconds(const Exec& exec, const Config& c, F&& fn) {
   EventTimer<Exec> timer(exec);
@@ -115,17 +107,26 @@ int main(int argc, char** argv) {
   Kokkos::initialize(argc, argv);
   int rc = 0;
   try {
-    Args a(argc, argv);
     Config c;
-    c.heads = int(a.integer({"--heads"}, 4));
-    c.warmup = int(a.integer({"-w", "--warmup"}, 1));
-    c.iters = int(a.integer({"-n", "--iters"}, 5));
-    const std::string outpath = a.str({"-o", "--out"}, "");
-    const auto dtypes = split(a.str({"--dtypes"}, "float,double"));
-    std::vector<int> dims, sizes;
-    for (const auto& s : split(a.str({"--dims"}, "64,128"))) dims.push_back(std::stoi(s));
-    for (const auto& s : split(a.str({"--sizes"}, "128,384"))) sizes.push_back(std::stoi(s));
-    DISTATTN_REQUIRE(!outpath.empty(), "cost_calibrate", "-o <file> is required");
+    std::string outpath;
+    std::vector<std::string> dtypes{"float", "double"};
+    std::vector<int> dims{64, 128}, sizes{128, 384};
+    CLI::App app("Times the building block per shape class and writes the cost model's tile table.",
+                 "cost_calibrate");
+    app.add_option("--heads", c.heads, "heads")->check(at_least(1))->capture_default_str();
+    app.add_option("-w,--warmup", c.warmup, "warm-up calls")->check(at_least(0))->capture_default_str();
+    app.add_option("-n,--iters", c.iters, "timed calls")->check(at_least(1))->capture_default_str();
+    app.add_option("-o,--out", outpath, "tile table to write")->required();
+    app.add_option("--dtypes", dtypes, "element types")->delimiter(',')->check(CLI::IsMember(dtype_choices()))
+        ->capture_default_str();
+    app.add_option("--dims", dims, "head dims")->delimiter(',')->check(at_least(1))->capture_default_str();
+    app.add_option("--sizes", sizes, "two increasing block sizes")->delimiter(',')->check(at_least(1))
+        ->capture_default_str();
+    if (!parse_command_line(app, argc, argv)) {
+      std::cout << app.help();
+      Kokkos::finalize();
+      return 0;
+    }
     DISTATTN_REQUIRE(sizes.size() == 2 && sizes[0] > 0 && sizes[1] > sizes[0], "cost_calibrate",
                      "--sizes must be two increasing block sizes, e.g. 128,384");
     DISTATTN_REQUIRE(c.iters >= 1 && c.heads >= 1, "cost_calibrate", "-n and --heads must be >= 1");

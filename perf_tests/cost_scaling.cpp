@@ -28,17 +28,11 @@
 #include <vector>
 
 using namespace DistAttn;
-using DistAttn::Perf::Args;
+using DistAttn::Perf::at_least;
+using DistAttn::Perf::dtype_choices;
+using DistAttn::Perf::parse_command_line;
 
 namespace {
-
-std::vector<long> list(const std::string& s) {
-  std::vector<long> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');)
-    if (!item.empty()) out.push_back(std::stol(item));
-  return out;
-}
 
 struct Best {
   const Prediction* p = nullptr;
@@ -166,27 +160,48 @@ void ranking(const AttnProblem& base, const MachineModel& m, const std::vector<l
 
 int main(int argc, char** argv) {
   try {
-    Args a(argc, argv);
-    const std::string tiles = a.str({"--tiles"}, "");
-    DISTATTN_REQUIRE(!tiles.empty(), "cost_scaling", "--tiles <file> is required (see cost_calibrate)");
-    MachineModel m = nvlink_ib_node_defaults(TileThroughput::load(tiles));
-    m.gpus_per_node = int(a.integer({"--gpus-per-node"}, 8));
-    m.device_memory_bytes = a.real({"--memory-gb"}, 0.0) * 1e9;
-    m.inter.bandwidth_Bps = a.real({"--inter-gbps"}, 50.0) * 1e9;
-    m.intra.bandwidth_Bps = a.real({"--intra-gbps"}, m.intra.bandwidth_Bps * 1e-9) * 1e9;
-    m.intra.latency_s = m.inter.latency_s = a.real({"--latency-us"}, m.intra.latency_s * 1e6) * 1e-6;
+    std::string tiles, csv;
+    int gpus_per_node = 8;
+    double memory_gb = 0, inter_gbps = 50, intra_gbps = -1, latency_us = -1, core_share = 0;
+    int causal = 1;
+    bool paper_mode = false, rank_mode = false;
     AttnProblem pr;
-    pr.batch = int(a.integer({"--batch"}, 1));
-    pr.heads = int(a.integer({"--heads"}, 32));
-    pr.kv_heads = int(a.integer({"--kv-heads"}, 8));
-    pr.head_dim = int(a.integer({"--dim"}, 128));
-    pr.dtype = a.str({"--dtype"}, "bf16");
-    pr.causal = a.integer({"--causal"}, 1) != 0;
-    const std::string csv = a.str({"--csv"}, "");
-    const bool paper_mode = a.flag({"--paper"}), rank_mode = a.flag({"--rank"});
-    const double core_share = a.real({"--core-share"}, 0.0);
-    const auto ranks = list(a.str({"--ranks"}, "8,16,32,64,128,256,512,1024"));
-    const auto seqs = list(a.str({"--seqs"}, paper_mode ? "32768,131072" : "131072,262144,524288,1048576,2097152,4194304"));
+    pr.batch = 1, pr.heads = 32, pr.kv_heads = 8, pr.head_dim = 128, pr.dtype = "bf16";
+    std::vector<long> ranks{8, 16, 32, 64, 128, 256, 512, 1024}, seqs;
+    CLI::App app("Predicted times of every executor (the cost model).", "cost_scaling");
+    app.add_option("--tiles", tiles, "tile table (see cost_calibrate)")->required();
+    app.add_option("--gpus-per-node", gpus_per_node, "GPUs per node")->check(at_least(1))->capture_default_str();
+    app.add_option("--memory-gb", memory_gb, "device memory (0: unlimited)")->check(CLI::Range(0.0, 1e9));
+    app.add_option("--inter-gbps", inter_gbps, "inter-node GB/s")->check(CLI::Range(1e-6, 1e9))->capture_default_str();
+    app.add_option("--intra-gbps", intra_gbps, "intra-node GB/s (default: the node default)")->check(CLI::Range(1e-6, 1e9));
+    app.add_option("--latency-us", latency_us, "link latency in us (default: the node default)")->check(CLI::Range(0.0, 1e9));
+    app.add_option("--batch", pr.batch, "batch")->check(at_least(1))->capture_default_str();
+    app.add_option("--heads", pr.heads, "heads")->check(at_least(1))->capture_default_str();
+    app.add_option("--kv-heads", pr.kv_heads, "kv heads")->check(at_least(1))->capture_default_str();
+    app.add_option("--dim", pr.head_dim, "head dim")->check(at_least(1))->capture_default_str();
+    app.add_option("--dtype", pr.dtype, "element type")->check(CLI::IsMember({"float", "double", "bf16", "fp16"}))
+        ->capture_default_str();
+    app.add_option("--causal", causal, "causal mask")->check(CLI::Range(0, 1))->capture_default_str();
+    app.add_option("--csv", csv, "also write the table as CSV");
+    app.add_flag("--paper", paper_mode, "compare with the Attention2D paper's setups");
+    app.add_flag("--rank", rank_mode, "print the whole ranking for each case");
+    app.add_option("--core-share", core_share, "CPU runs on one host: cores per rank")->check(CLI::Range(0.0, 1e6));
+    app.add_option("--ranks", ranks, "rank counts")->delimiter(',')->check(at_least(1L))->capture_default_str();
+    app.add_option("--seqs", seqs, "sequence lengths")->delimiter(',')->check(at_least(1L));
+    if (!parse_command_line(app, argc, argv)) {
+      std::cout << app.help();
+      return 0;
+    }
+    pr.causal = causal != 0;
+    if (seqs.empty())
+      seqs = paper_mode ? std::vector<long>{32768, 131072}
+                        : std::vector<long>{131072, 262144, 524288, 1048576, 2097152, 4194304};
+    MachineModel m = nvlink_ib_node_defaults(TileThroughput::load(tiles));
+    m.gpus_per_node          = gpus_per_node;
+    m.device_memory_bytes    = memory_gb * 1e9;
+    m.inter.bandwidth_Bps    = inter_gbps * 1e9;
+    if (intra_gbps > 0) m.intra.bandwidth_Bps = intra_gbps * 1e9;
+    if (latency_us >= 0) m.intra.latency_s = m.inter.latency_s = latency_us * 1e-6;
     if (rank_mode) ranking(pr, m, ranks, seqs, core_share);
     else if (paper_mode) paper(pr, m, seqs);
     else scaling(pr, m, ranks, seqs, csv);

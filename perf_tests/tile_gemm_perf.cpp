@@ -28,13 +28,6 @@ namespace {
 using Mat  = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 using CMat = Kokkos::View<const float**, Kokkos::LayoutRight, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
-std::vector<int> int_list(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
-  return out;
-}
-
 /// Median seconds per call of fn, with enough repeats per sample to last ~2 ms.
 template <class F>
 double time_call(F&& fn, int samples) {
@@ -96,12 +89,17 @@ int main(int argc, char** argv) {
   using namespace DistAttn::Perf;
   using KokkosBatched::Trans;
   try {
-    Args a(argc, argv);
-    const auto dims   = int_list(a.str({"--dims"}, "64,128"));
-    const auto tiles  = int_list(a.str({"--tiles"}, "32,64,128"));
-    const int anchor  = int(a.integer({"--anchor"}, 1024));
-    const int samples = int(a.integer({"-n", "--iters"}, 5));
-    a.reject_unknown();
+    std::vector<int> dims{64, 128}, tiles{32, 64, 128};
+    int anchor = 1024, samples = 5;
+    CLI::App app("Tile-shaped fp32 products through each Kokkos Kernels candidate.", "tile_gemm_perf");
+    app.add_option("--dims", dims, "head dims")->delimiter(',')->check(at_least(1))->capture_default_str();
+    app.add_option("--tiles", tiles, "tile sizes")->delimiter(',')->check(at_least(1))->capture_default_str();
+    app.add_option("--anchor", anchor, "SGEMM anchor size")->check(at_least(1))->capture_default_str();
+    app.add_option("-n,--iters", samples, "samples")->check(at_least(1))->capture_default_str();
+    if (!parse_command_line(app, argc, argv)) {
+      std::cout << app.help();
+      return 0;
+    }
     std::printf("# tile_gemm_perf  fp32, host, GFLOP/s (median of %d)\n", samples);
     std::printf("# sgemm anchor: KokkosBlas::gemm %d^3: %.2f GFLOP/s\n", anchor, host_sgemm_gflops(anchor, samples));
     std::printf("# shape      m     n     k  KokkosBlas Serial/Unb Serial/Blk   dot-loop\n");

@@ -1,74 +1,57 @@
 #pragma once
-// Minimal command-line parsing shared by the driver and perf tests:
-// "--name value", "-x value" and boolean "--flag"; unknown options are errors.
+// Command-line parsing shared by the driver and the perf tests, on CLI11 (Debian
+// libcli11-dev): numbers are parsed strictly (a fraction, trailing junk or a value
+// out of range is an error), and every error names the option and its valid
+// range or choices. This file holds only what both programs need on top of CLI11.
 
 #include <DistAttn/core/error.hpp>
+#include <DistAttn/core/kokkos_compat.hpp>
 
-#include <cstdlib>
-#include <map>
-#include <set>
+#include <CLI/CLI.hpp>
+
+#include <limits>
 #include <string>
 #include <vector>
 
 namespace DistAttn::Perf {
 
-class Args {
- public:
-  Args(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-      std::string a = argv[i];
-      if (a.size() < 2 || a[0] != '-') throw InvalidArgument("unexpected argument '" + a + "'");
-      if (i + 1 < argc && (argv[i + 1][0] != '-' || is_number(argv[i + 1]))) {
-        values_[a] = argv[++i];
-      } else {
-        values_[a] = "";
-      }
-    }
-  }
+/// Element types this build can run (the 16-bit ones need a CUDA build).
+inline std::vector<std::string> dtype_choices() {
+  std::vector<std::string> c{"float", "double"};
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (compat::has_bhalf) c.push_back("bf16");
+  if (compat::has_half) c.push_back("fp16");
+#endif
+  return c;
+}
 
-  /// Value of the first of `names` present, else `def`. Records the names as known.
-  std::string str(std::initializer_list<const char*> names, const std::string& def) {
-    for (const char* n : names) {
-      known_.insert(n);
-      auto it = values_.find(n);
-      if (it != values_.end()) return it->second;
-    }
-    return def;
-  }
-  long integer(std::initializer_list<const char*> names, long def) {
-    const std::string s = str(names, "");
-    if (s.empty()) return def;
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    long mult = 1;
-    if (end && (*end == 'K' || *end == 'k')) mult = 1024;
-    else if (end && (*end == 'M' || *end == 'm')) mult = 1024 * 1024;
-    else if (end && *end != '\0') throw InvalidArgument("option " + std::string(*names.begin()) + ": '" + s + "' is not a number");
-    return long(v * double(mult));
-  }
-  double real(std::initializer_list<const char*> names, double def) {
-    const std::string s = str(names, "");
-    if (s.empty()) return def;
-    return std::stod(s);
-  }
-  bool flag(std::initializer_list<const char*> names) {
-    for (const char* n : names) {
-      known_.insert(n);
-      auto it = values_.find(n);
-      if (it != values_.end()) return it->second.empty() || it->second == "1" || it->second == "true";
-    }
+/// Integers in [lo, the type's maximum].
+template <class T>
+CLI::Range at_least(T lo) {
+  return CLI::Range(lo, std::numeric_limits<T>::max());
+}
+
+/// A sequence length: an integer with an optional binary suffix (4K = 4096), >= 1.
+template <class T>
+CLI::Option* add_length(CLI::App& app, const std::string& names, T& value, const std::string& help) {
+  return app.add_option(names, value, help)
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(T(1), T(std::numeric_limits<int>::max())))
+      ->capture_default_str();
+}
+
+/// Parses argv into the options bound to `app`. Returns false after -h/--help
+/// (the caller prints app.help()); throws InvalidArgument with CLI11's message
+/// (option, value, valid range or choices) on any error.
+inline bool parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
     return false;
+  } catch (const CLI::ParseError& e) {
+    throw InvalidArgument(std::string(e.what()) + " (--help lists the options)");
   }
-  /// Throws for any option that no accessor asked about (typos must not pass silently).
-  void reject_unknown() const {
-    for (const auto& kv : values_)
-      if (!known_.count(kv.first)) throw InvalidArgument("unknown option '" + kv.first + "'");
-  }
-
- private:
-  static bool is_number(const char* s) { return (s[0] == '-' && s[1] >= '0' && s[1] <= '9'); }
-  std::map<std::string, std::string> values_;
-  std::set<std::string> known_;
-};
+  return true;
+}
 
 }  // namespace DistAttn::Perf

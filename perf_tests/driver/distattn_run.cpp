@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include <iostream>
+#include <sstream>
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -20,11 +21,23 @@ int main(int argc, char** argv) {
     Kokkos::ScopeGuard guard(argc, argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    DistAttn::Driver::Options opts;
+    bool parsed = false;
     try {
-      const auto opts = DistAttn::Driver::parse_options(argc, argv);
-      if (opts.help) {
+      opts   = DistAttn::Driver::parse_options(argc, argv);
+      parsed = true;
+    } catch (const std::exception& e) {
+      // Every rank parsed the same command line and failed the same way: no
+      // rank waits for another, so the job ends normally with status 2.
+      std::ostringstream os;  // one write: lines of different ranks do not interleave
+      os << "distattn-run (rank " << rank << "): " << e.what() << '\n';
+      std::cerr << os.str() << std::flush;
+      rc = 2;
+    }
+    try {
+      if (parsed && opts.help) {
         if (rank == 0) DistAttn::Driver::print_usage(std::cout);
-      } else {
+      } else if (parsed) {
         rc = DistAttn::Driver::run(opts, MPI_COMM_WORLD);
       }
     } catch (const std::exception& e) {

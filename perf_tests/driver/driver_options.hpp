@@ -25,59 +25,81 @@ struct Options {
   bool decompose = false;  // also time the schedule with transfers disabled (exposed communication)
 };
 
-inline void print_usage(std::ostream& os) {
-  os << "usage: mpiexec -n P distattn-run [options]\n"
-        "  --schedule local|ring|balanced|zigzag|ulysses|hybrid|grid2d-no|grid2d-o   (default balanced)\n"
-        "  --grid RxC          process grid for grid2d-* (default: chosen from P and heads)\n"
-        "  --ulysses U         hybrid: Ulysses degree over heads (default: the largest that fits)\n"
-        "  --inner KIND        hybrid: ring|balanced|zigzag|grid2d-no|grid2d-o inside each head group\n"
-        "                      (default zigzag)\n"
-        "  --ranks P           expected number of MPI ranks (error if different)\n"
-        "  --seq N             global sequence length (default 2048)\n"
-        "  --batch B --heads H --kv-heads Hkv --dim d   (defaults 1, 4, 2, 64)\n"
-        "  --dtype float|double|bf16|fp16   (16-bit types on GPU builds only)\n"
-        "  --comm mpi|nccl     transport (default nccl where built, else mpi)\n"
-        "  --causal 0|1        (default 1)\n"
-        "  --fwd-only          skip the backward pass\n"
-        "  --check             gather results and compare with the fp64 reference\n"
-        "  -w W -n N           warm-up and timed iterations (default 1, 3)\n"
-        "  --delay-ms X        sleep before every receive completes (testing aid)\n"
-        "  --head-group G      ring kinds: kv heads per pass (default 0: all heads that fit in memory)\n"
-        "  --print-schedule    draw the schedule table on rank 0\n"
-        "  --decompose         also time the schedule with communication disabled and report\n"
-        "                      exposed communication = time - compute-only time\n";
+/// "RxC" with R, C >= 1.
+inline std::string check_grid(const std::string& g) {
+  std::size_t r = 0, c = 0;
+  const auto x  = g.find('x');
+  try {
+    if (x != std::string::npos && std::stoi(g.substr(0, x), &r) >= 1 && r == x &&
+        std::stoi(g.substr(x + 1), &c) >= 1 && x + 1 + c == g.size())
+      return "";
+  } catch (const std::exception&) {
+  }
+  return "'" + g + "' is not RxC with R, C >= 1 (e.g. 2x3)";
 }
 
-inline Options parse_options(int argc, char** argv) {
-  Perf::Args a(argc, argv);
+/// The option table, bound to `o`.
+inline void add_options(CLI::App& app, Options& o, int& causal) {
+  using Perf::at_least;
+  app.add_option("--schedule", o.schedule, "execution schedule")
+      ->check(CLI::IsMember({"local", "ring", "balanced", "zigzag", "ulysses", "hybrid", "grid2d-no", "grid2d-o"}))
+      ->capture_default_str();
+  app.add_option("--grid", o.grid, "process grid RxC for grid2d-* (default: chosen from P and heads)")
+      ->check(CLI::Validator(check_grid, "RxC"));
+  app.add_option("--ulysses", o.ulysses, "hybrid: Ulysses degree over heads (default 0: the largest that fits)")
+      ->check(at_least(0));
+  app.add_option("--inner", o.inner, "hybrid: the sequence executor inside each head group")
+      ->check(CLI::IsMember({"ring", "balanced", "zigzag", "grid2d-no", "grid2d-o"}))
+      ->capture_default_str();
+  app.add_option("--head-group", o.head_group, "ring kinds: kv heads per pass (default 0: all heads that fit)")
+      ->check(at_least(0));
+  app.add_option("--ranks", o.ranks, "expected number of MPI ranks (error if different)")->check(at_least(1));
+  Perf::add_length(app, "--seq", o.seq, "global sequence length");
+  app.add_option("--batch", o.batch, "batch size")->check(at_least(1))->capture_default_str();
+  app.add_option("--heads", o.heads, "query heads")->check(at_least(1))->capture_default_str();
+  app.add_option("--kv-heads", o.kv_heads, "key/value heads (default min(heads, 2))")->check(at_least(1));
+  app.add_option("--dim", o.dim, "head dimension")->check(at_least(1))->capture_default_str();
+  app.add_option("--dtype", o.dtype, "element type")->check(CLI::IsMember(Perf::dtype_choices()))->capture_default_str();
+  app.add_option("--comm", o.comm, "transport (default nccl where built, else mpi)")
+      ->check(CLI::IsMember({"mpi", "nccl"}));
+  app.add_option("--causal", causal, "causal mask")->check(CLI::Range(0, 1))->capture_default_str();
+  app.add_flag("--fwd-only{false}", o.backward, "skip the backward pass");
+  app.add_flag("--check", o.check, "gather results and compare with the fp64 reference");
+  app.add_option("-w,--warmup", o.warmup, "warm-up iterations")->check(at_least(0))->capture_default_str();
+  app.add_option("-n,--iters", o.iters, "timed iterations")->check(at_least(1))->capture_default_str();
+  app.add_option("--delay-ms", o.delay_ms, "sleep before every receive completes (testing aid)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_flag("--print-schedule", o.print_schedule, "draw the schedule table on rank 0");
+  app.add_flag("--decompose", o.decompose,
+               "also time the schedule with communication disabled and report exposed communication = time - "
+               "compute-only time");
+}
+
+constexpr const char* kAbout = "Exact causal attention over the MPI ranks of the job.";
+constexpr const char* kName  = "distattn-run";
+constexpr const char* kStart = "Start: mpiexec -n P distattn-run [OPTIONS]";
+
+inline void print_usage(std::ostream& os) {
   Options o;
-  o.help           = a.flag({"-h", "--help"});
-  o.schedule       = a.str({"--schedule"}, o.schedule);
-  o.grid           = a.str({"--grid"}, o.grid);
-  o.ulysses        = int(a.integer({"--ulysses"}, o.ulysses));
-  o.inner          = a.str({"--inner"}, o.inner);
-  o.dtype          = a.str({"--dtype"}, o.dtype);
-  o.comm           = a.str({"--comm"}, o.comm);
-  o.ranks          = int(a.integer({"--ranks"}, o.ranks));
-  o.seq            = a.integer({"--seq"}, o.seq);
-  o.batch          = int(a.integer({"--batch"}, o.batch));
-  o.heads          = int(a.integer({"--heads"}, o.heads));
-  o.kv_heads       = int(a.integer({"--kv-heads"}, o.heads < o.kv_heads ? o.heads : o.kv_heads));
-  o.dim            = int(a.integer({"--dim"}, o.dim));
-  o.causal         = a.integer({"--causal"}, 1) != 0;
-  o.backward       = !a.flag({"--fwd-only"});
-  o.check          = a.flag({"--check"});
-  o.warmup         = int(a.integer({"-w", "--warmup"}, o.warmup));
-  o.iters          = int(a.integer({"-n", "--iters"}, o.iters));
-  o.delay_ms       = a.real({"--delay-ms"}, o.delay_ms);
-  o.head_group     = int(a.integer({"--head-group"}, o.head_group));
-  o.print_schedule = a.flag({"--print-schedule"});
-  o.decompose      = a.flag({"--decompose"});
-  a.reject_unknown();
-  if (!o.comm.empty() && o.comm != "mpi" && o.comm != "nccl")
-    throw InvalidArgument("--comm must be mpi or nccl, got '" + o.comm + "'");
-  if (o.seq < 1 || o.batch < 1 || o.heads < 1 || o.kv_heads < 1 || o.dim < 1 || o.iters < 1 || o.warmup < 0)
-    throw InvalidArgument("sizes and iteration counts must be positive");
+  int causal = 1;
+  CLI::App app(kAbout, kName);
+  add_options(app, o, causal);
+  app.footer(kStart);
+  os << app.help();
+}
+
+/// Throws InvalidArgument naming the option and its valid range or choices.
+inline Options parse_options(int argc, char** argv) {
+  Options o;
+  int causal = 1;
+  CLI::App app(kAbout, kName);
+  add_options(app, o, causal);
+  o.help   = !Perf::parse_command_line(app, argc, argv);
+  o.causal = causal != 0;
+  if (app.count("--kv-heads") == 0) o.kv_heads = o.heads < 2 ? o.heads : 2;
+  if (o.heads % o.kv_heads != 0)
+    throw InvalidArgument("--kv-heads " + std::to_string(o.kv_heads) + " must divide --heads " +
+                          std::to_string(o.heads) + " (grouped-query attention)");
   return o;
 }
 

@@ -5,7 +5,9 @@
 
 #include "comm_test_helpers.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 namespace DistAttn::Test {
 namespace {
@@ -67,9 +69,9 @@ TYPED_TEST(CommErrors, BadPeerAndSizeThrow) {
 /// wait() throws CommunicationError naming the operation; the receive is then
 /// cancelled, and a later message with the same tag is not swallowed by it.
 template <class Cfg>
-void mpi_timeout_case(typename Cfg::comm& world, std::uint64_t seed) {
+void mpi_timeout_case(std::uint64_t seed) {
   using Mem   = typename Cfg::exec::memory_space;
-  auto comm   = world.duplicate();  // private message space for this test
+  auto comm   = Cfg::make_world();  // private message space, fresh step pace (budget = the floor)
   const int r = comm.rank();
   // Only rank 0's wait is meant to expire; the others wait for it in a barrier.
   comm.set_timeout(r == 0 ? 1.0 : kTestTimeoutSeconds);
@@ -116,7 +118,7 @@ TYPED_TEST_SUITE(CommTimeoutMpi, MpiConfigs, CfgNames);
 
 TYPED_TEST(CommTimeoutMpi, PeerNeverSends) {
   if (this->size() < 2) GTEST_SKIP() << "needs 2 ranks (rank 1 must stay silent), running on " << this->size();
-  mpi_timeout_case<TypeParam>(this->world(), this->seed());
+  mpi_timeout_case<TypeParam>(this->seed());
 }
 
 #if DISTATTN_ENABLE_NCCL
@@ -166,13 +168,85 @@ TEST(CommTimeoutSettings, EnvironmentIsParsed) {
   setenv("DISTATTN_COMM_TIMEOUT", "5", 1);
   setenv("DISTATTN_COMM_TIMEOUT_POLICY", "ignore", 1);
   expect_throw_with<InvalidArgument>([] { TimeoutSettings::from_environment(); }, {"DISTATTN_COMM_TIMEOUT_POLICY='ignore'"});
+  setenv("DISTATTN_COMM_TIMEOUT_POLICY", "throw", 1);
+  setenv("DISTATTN_COMM_TIMEOUT_STEPS", "0", 1);
+  EXPECT_DOUBLE_EQ(TimeoutSettings::from_environment().step_multiple, 0.0) << "0 turns the derived budget off";
+  setenv("DISTATTN_COMM_TIMEOUT_STEPS", "-1", 1);
+  expect_throw_with<InvalidArgument>([] { TimeoutSettings::from_environment(); },
+                                     {"DISTATTN_COMM_TIMEOUT_STEPS='-1'", ">= 0"});
+  setenv("DISTATTN_COMM_TIMEOUT_STEPS", "4x", 1);
+  expect_throw_with<InvalidArgument>([] { TimeoutSettings::from_environment(); }, {"DISTATTN_COMM_TIMEOUT_STEPS='4x'"});
   unsetenv("DISTATTN_COMM_TIMEOUT");
   unsetenv("DISTATTN_COMM_TIMEOUT_POLICY");
+  unsetenv("DISTATTN_COMM_TIMEOUT_STEPS");
   auto d = TimeoutSettings::from_environment();
-  EXPECT_DOUBLE_EQ(d.seconds, 600.0);
+  EXPECT_DOUBLE_EQ(d.seconds, 30.0) << "a stuck peer must end a job of short steps within a minute";
+  EXPECT_DOUBLE_EQ(d.step_multiple, 10.0);
   EXPECT_EQ(d.policy, TimeoutPolicy::Abort) << "production default: abort the job, never hang";
   if (old_t) setenv("DISTATTN_COMM_TIMEOUT", saved_t.c_str(), 1);
   if (old_p) setenv("DISTATTN_COMM_TIMEOUT_POLICY", saved_p.c_str(), 1);
+}
+
+/// The budget is max(floor, multiple x longest gap between waits).
+TEST(CommTimeoutSettings, BudgetFollowsTheLongestGap) {
+  TimeoutSettings s;
+  s.seconds       = 0.5;
+  s.step_multiple = 10.0;
+  s.pace          = std::make_shared<Impl::StepPace>();
+  EXPECT_DOUBLE_EQ(s.begin_wait(), 0.5) << "no gap yet: the floor";
+  s.end_wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // one "step" of compute
+  const double after_step = s.begin_wait();
+  EXPECT_GE(after_step, 2.0);
+  EXPECT_LT(after_step, 10.0);
+  s.end_wait();
+  EXPECT_DOUBLE_EQ(s.begin_wait(), after_step) << "a short gap must not shrink the budget";
+  s.end_wait();
+  for (int i = 0; i < Impl::StepPace::kWindow; ++i) {
+    s.begin_wait();
+    s.end_wait();
+  }
+  EXPECT_LT(s.begin_wait(), 1.0) << "the long gap left the window: back near the floor";
+  s.end_wait();
+  s.step_multiple = 0.0;
+  EXPECT_DOUBLE_EQ(s.begin_wait(), 0.5) << "multiple 0: the floor alone";
+  EXPECT_NE(s.describe_budget(0.5).find("DISTATTN_COMM_TIMEOUT_STEPS"), std::string::npos);
+}
+
+/// A peer whose step takes longer than the floor is no fault: rank 0 learns its
+/// own step time (0.4 s), so its wait for rank 1's 2 s step gets 10 x 0.4 s,
+/// although the floor is 0.5 s.
+template <class Cfg>
+void slow_step_case(std::uint64_t seed) {
+  using Mem = typename Cfg::exec::memory_space;
+  {
+    auto comm   = Cfg::make_world();  // a fresh step pace
+    const int r = comm.rank();
+    comm.set_timeout(r == 0 ? 0.5 : kTestTimeoutSeconds);
+    comm.set_timeout_policy(TimeoutPolicy::Throw);
+    Kokkos::View<float*, Mem> out("out", 16), in("in", 16);
+    fill(out, seed, r);
+    if (r < 2) {
+      if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));  // rank 0's step
+      auto a = sendrecv(comm, out, 1 - r, in, 1 - r);
+      a.wait();
+      if (r == 1) std::this_thread::sleep_for(std::chrono::seconds(2));  // rank 1's slower step
+      const auto start = std::chrono::steady_clock::now();
+      auto b           = sendrecv(comm, out, 1 - r, in, 1 - r);
+      EXPECT_NO_THROW(b.wait()) << "a step 5x this rank's own is legitimate";
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (r == 0) EXPECT_GT(waited, 1.0) << "rank 0 must have waited for rank 1's step";
+      auto h = host_copy(in);
+      EXPECT_EQ(mismatches(h, 0, 16, [&](std::size_t i) { return value_of<float>(seed, 1 - r, i); }), 0u);
+    }
+    auto done = barrier(comm);
+    done.wait();
+  }
+}
+
+TYPED_TEST(CommTimeoutMpi, BudgetCoversASlowStep) {
+  if (this->size() < 2) GTEST_SKIP() << "needs 2 ranks, running on " << this->size();
+  slow_step_case<TypeParam>(this->seed());
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ void Request<MpiSpace>::refresh() {
 
 void Request<MpiSpace>::wait() {
   if (!active_) return;
+  const double budget = timeout_.begin_wait();
   Impl::PollClock clock;
   std::vector<MPI_Status> status(requests_.size());
   for (;;) {
@@ -113,16 +114,16 @@ void Request<MpiSpace>::wait() {
     }
     if (flag) break;
     const double elapsed = clock.elapsed();
-    if (elapsed > timeout_.seconds) {
+    if (elapsed > budget) {
       refresh();
       std::ostringstream os;
-      os << "DistAttn::Request<MPI>::wait: timed out after " << Impl::format_seconds(elapsed)
-         << " (timeout " << Impl::format_seconds(timeout_.seconds) << ", DISTATTN_COMM_TIMEOUT) on rank "
-         << comm_rank_ << " of " << comm_size_ << "; still pending: " << describe(true);
+      os << "DistAttn::Request<MPI>::wait: timed out after " << Impl::format_seconds(elapsed) << " ("
+         << timeout_.describe_budget(budget) << ") on rank " << comm_rank_ << " of " << comm_size_ << "; still pending: " << describe(true);
       Impl::timeout_expired(timeout_.policy, os.str());
     }
     clock.pause();
   }
+  timeout_.end_wait();
   finish();
 }
 

@@ -56,10 +56,10 @@ void Request<NcclSpace>::record(cudaStream_t stream) {
   active_ = true;
 }
 
-void Request<NcclSpace>::fail(const std::string& why, double elapsed) {
+void Request<NcclSpace>::fail(const std::string& why, double elapsed, double budget) {
   std::ostringstream os;
-  os << "DistAttn::Request<NCCL>::wait: " << why << " after " << Impl::format_seconds(elapsed) << " (timeout "
-     << Impl::format_seconds(timeout_.seconds) << ", DISTATTN_COMM_TIMEOUT)";
+  os << "DistAttn::Request<NCCL>::wait: " << why << " after " << Impl::format_seconds(elapsed) << " ("
+     << timeout_.describe_budget(budget) << ")";
   if (state_) os << " on rank " << state_->rank << " of " << state_->size;
   os << "; pending:";
   for (const auto& i : info_) os << ' ' << Impl::describe(i) << ';';
@@ -71,6 +71,7 @@ void Request<NcclSpace>::fail(const std::string& why, double elapsed) {
 
 void Request<NcclSpace>::wait() {
   if (!active_) return;
+  const double budget = timeout_.begin_wait();
   Impl::PollClock clock;
   for (;;) {
     const cudaError_t q = cudaEventQuery(event_);
@@ -87,13 +88,15 @@ void Request<NcclSpace>::wait() {
       ncclResult_t async = ncclSuccess;
       if (ncclCommGetAsyncError(state_->comm, &async) == ncclSuccess && async != ncclSuccess &&
           async != ncclInProgress) {
-        fail(std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async), clock.elapsed());
+        fail(std::string("NCCL reported an asynchronous error: ") + ncclGetErrorString(async), clock.elapsed(),
+             budget);
       }
     }
     const double elapsed = clock.elapsed();
-    if (elapsed > timeout_.seconds) fail("timed out", elapsed);
+    if (elapsed > budget) fail("timed out", elapsed, budget);
     clock.pause();
   }
+  timeout_.end_wait();
   release();
 }
 

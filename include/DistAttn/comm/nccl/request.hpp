@@ -95,7 +95,7 @@ class [[nodiscard]] Request<NcclSpace> {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& why, double elapsed);
+  [[noreturn]] void fail(const std::string& why, double elapsed, double budget);
   void release() noexcept;
 
   std::shared_ptr<Impl::NcclCommState> state_;
