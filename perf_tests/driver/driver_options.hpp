@@ -9,7 +9,7 @@
 namespace DistAttn::Driver {
 
 struct Options {
-  std::string schedule = "balanced";  // local | ring | balanced | zigzag | ulysses | hybrid | grid2d-no | grid2d-o
+  std::string schedule = "balanced";  // auto | local | ring | balanced | zigzag | ulysses | hybrid | grid2d-no | grid2d-o
   std::string grid;                   // "RxC" for grid2d-* (and a grid2d inner executor), empty = auto
   int ulysses = 0;                    // hybrid: Ulysses degree U (0 = largest that fits)
   std::string inner = "zigzag";       // hybrid: ring | balanced | zigzag | grid2d-no | grid2d-o
@@ -22,6 +22,8 @@ struct Options {
   int warmup = 1, iters = 3;
   double delay_ms = 0.0;  // injected receive delay (tests the waits, not speed)
   int head_group  = 0;    // ring kinds: kv heads per pass (0 = all that fit)
+  std::string tiles;      // --schedule auto: the cost model's tile table (perf_tests/data/, cost_calibrate)
+  int auto_show   = 8;    // --schedule auto: how many ranked choices to print
   bool decompose = false;  // also time the schedule with transfers disabled (exposed communication)
 };
 
@@ -42,7 +44,8 @@ inline std::string check_grid(const std::string& g) {
 inline void add_options(CLI::App& app, Options& o, int& causal) {
   using Perf::at_least;
   app.add_option("--schedule", o.schedule, "execution schedule")
-      ->check(CLI::IsMember({"local", "ring", "balanced", "zigzag", "ulysses", "hybrid", "grid2d-no", "grid2d-o"}))
+      ->check(CLI::IsMember({"auto", "local", "ring", "balanced", "zigzag", "ulysses", "hybrid", "grid2d-no",
+                             "grid2d-o"}))
       ->capture_default_str();
   app.add_option("--grid", o.grid, "process grid RxC for grid2d-* (default: chosen from P and heads)")
       ->check(CLI::Validator(check_grid, "RxC"));
@@ -53,6 +56,10 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
       ->capture_default_str();
   app.add_option("--head-group", o.head_group, "ring kinds: kv heads per pass (default 0: all heads that fit)")
       ->check(at_least(0));
+  app.add_option("--tiles", o.tiles, "auto: the cost model's tile table (see perf_tests/data/ and cost_calibrate)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--auto-show", o.auto_show, "auto: ranked choices to print")->check(at_least(1))
+      ->capture_default_str();
   app.add_option("--ranks", o.ranks, "expected number of MPI ranks (error if different)")->check(at_least(1));
   Perf::add_length(app, "--seq", o.seq, "global sequence length");
   app.add_option("--batch", o.batch, "batch size")->check(at_least(1))->capture_default_str();

@@ -3,6 +3,7 @@
 
 #include "driver_options.hpp"
 #include "run_ring.hpp"
+#include "run_auto.hpp"
 #include "run_hybrid.hpp"
 #include "run_ulysses.hpp"
 #if __has_include("run_grid2d.hpp")
@@ -23,7 +24,7 @@ int run_typed(const Options& o, MPI_Comm comm) {
 #if DISTATTN_DRIVER_HAS_GRID2D
   if (o.schedule == "grid2d-no" || o.schedule == "grid2d-o") return run_grid2d<T>(o, comm);
 #endif
-  throw InvalidArgument("--schedule '" + o.schedule + "' is not one of local, ring, balanced, zigzag, ulysses, hybrid" +
+  throw InvalidArgument("--schedule '" + o.schedule + "' is not one of auto, local, ring, balanced, zigzag, ulysses, hybrid" +
                         (DISTATTN_DRIVER_HAS_GRID2D ? ", grid2d-no, grid2d-o" : ""));
 }
 
@@ -34,6 +35,7 @@ inline int run(const Options& o, MPI_Comm comm) {
   if (o.ranks > 0 && o.ranks != P)
     throw InvalidArgument("--ranks " + std::to_string(o.ranks) + " but the job has " + std::to_string(P) +
                           " MPI ranks (start it with mpiexec -n " + std::to_string(o.ranks) + ")");
+  if (o.schedule == "auto") return run(choose_schedule(o, comm), comm);
   if (rank == 0) print_configuration(std::cout);
   if (o.dtype == "float") return run_typed<float>(o, comm);
   if (o.dtype == "double") return run_typed<double>(o, comm);
