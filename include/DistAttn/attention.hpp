@@ -123,6 +123,16 @@ void check_finite_qkv(const Exec& exec, const char* where, const QV& q, const KV
   check_finite(exec, where, "v", v);
 }
 
+/// Shapes of a forward call's o and lse against q, and (when `scan`) NaN/Inf in
+/// q, k, v: shared by the distributed executors' entry checks.
+template <class Exec, class QV, class KV, class VV, class OV, class LV>
+void check_fwd_args(const Exec& exec, const char* where, const QV& q, const KV& k, const VV& v, const OV& o,
+                    const LV& lse, bool scan) {
+  check_same4(where, "q", q, "o", o);
+  check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+  if (scan) check_finite_qkv(exec, where, q, k, v);
+}
+
 /// Shapes of a backward call's tensors against q and k, and (when `scan`) NaN/Inf
 /// in its inputs: shared by attention_bwd and the distributed executors.
 template <class Exec, class QV, class KV, class VV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>

@@ -126,9 +126,7 @@ class Grid2DAttention {
     Impl::static_check_forward<T, Exec, QV, KV, VV, OV, LV>();
     agree_.run(grid_->world(), where, config(0), [&] {
       check_inputs(where, q, k, v);
-      Impl::check_same4(where, "q", q, "o", o);
-      Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
-      if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
+      Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
     });
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");

@@ -137,9 +137,7 @@ class HybridAttention {
     Impl::static_check_forward<T, Exec, QV, KV, VV, OV, LV>();
     agree_.run(world_, where, config(0), [&] {
       check_inputs(where, q, k, v);
-      Impl::check_same4(where, "q", q, "o", o);
-      Impl::check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
-      if (opts_.attn.check_finite) Impl::check_finite_qkv(compute_, where, q, k, v);
+      Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
     });
     begin_pass();
     x_.inputs_to_heads(q, k, v);
