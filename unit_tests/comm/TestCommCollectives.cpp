@@ -55,6 +55,21 @@ TYPED_TEST(CommCollectives, AllGather) {
   if constexpr (compat::has_bhalf) all_gather_case<Cfg, compat::bhalf_t>(this->world(), this->seed() + 3);
 }
 
+/// Every element j of h must be the sum over ranks q of term(q, j), within tol.
+template <class T, class H, class Term>
+void expect_rank_sums(const H& h, int P, double tol, Term term, int rank, std::uint64_t seed) {
+  std::size_t bad = 0;
+  double worst    = 0;
+  for (std::size_t j = 0; j < h.size(); ++j) {
+    double expected = 0;
+    for (int q = 0; q < P; ++q) expected += double(term(q, j));
+    const double err = std::abs(double(h(j)) - expected);
+    worst            = std::max(worst, err);
+    bad += err > tol ? 1 : 0;
+  }
+  EXPECT_EQ(bad, 0u) << "worst error " << worst << " > " << tol << " on rank " << rank << " (seed " << seed << ")";
+}
+
 template <class Cfg, class T>
 void reduce_scatter_case(typename Cfg::comm& comm, std::uint64_t seed, double tol) {
   using Mem   = typename Cfg::exec::memory_space;
@@ -66,17 +81,8 @@ void reduce_scatter_case(typename Cfg::comm& comm, std::uint64_t seed, double to
   comm.counters().reset();
   auto req = reduce_scatter_sum(comm, send, recv);
   req.wait();
-  auto h             = host_copy(recv);
-  std::size_t bad    = 0;
-  double worst       = 0;
-  for (std::size_t j = 0; j < m; ++j) {
-    double expected = 0;
-    for (int q = 0; q < P; ++q) expected += double(value_of<T>(seed, q, r * m + j));
-    const double err = std::abs(double(h(j)) - expected);
-    worst            = std::max(worst, err);
-    bad += err > tol ? 1 : 0;
-  }
-  EXPECT_EQ(bad, 0u) << "worst error " << worst << " > " << tol << " on rank " << r << " (seed " << seed << ")";
+  expect_rank_sums<T>(host_copy(recv), P, tol, [&](int q, std::size_t j) { return value_of<T>(seed, q, r * m + j); },
+                      r, seed);
   expect_ring_counters(comm, m * sizeof(T));
 }
 
@@ -99,17 +105,8 @@ void all_reduce_case(typename Cfg::comm& comm, std::uint64_t seed, double tol) {
   comm.counters().reset();
   auto req = all_reduce_sum(comm, send, recv);
   req.wait();
-  auto h          = host_copy(recv);
-  std::size_t bad = 0;
-  double worst    = 0;
-  for (std::size_t j = 0; j < n; ++j) {
-    double expected = 0;
-    for (int q = 0; q < P; ++q) expected += double(value_of<T>(seed, q, j));
-    const double err = std::abs(double(h(j)) - expected);
-    worst            = std::max(worst, err);
-    bad += err > tol ? 1 : 0;
-  }
-  EXPECT_EQ(bad, 0u) << "worst error " << worst << " > " << tol << " on rank " << r << " (seed " << seed << ")";
+  expect_rank_sums<T>(host_copy(recv), P, tol, [&](int q, std::size_t j) { return value_of<T>(seed, q, j); }, r,
+                      seed);
   const std::uint64_t block = (n + P - 1) / P * sizeof(T), steps = 2 * std::uint64_t(P - 1);
   const auto& c             = comm.counters();
   EXPECT_EQ(c.bytes_sent(), steps * block);

@@ -32,13 +32,13 @@ namespace DistAttn {
 template <class T, class CommSpace, class Exec, class Attn>
 class DecoderStack {
  public:
-  using Mem     = typename Exec::memory_space;
-  using Acc     = accum_t<T>;
-  using Comm    = Communicator<CommSpace, Exec>;
   using Layer   = DecoderLayer<T, Exec>;
-  using Weights = LayerWeights<T, Mem>;
-  using Acts    = LayerActivations<T, Mem>;
-  using Scratch = LayerGradScratch<T, Mem>;
+  using Mem     = typename Layer::Mem;
+  using Acc     = typename Layer::Acc;
+  using Weights = typename Layer::Weights;
+  using Acts    = typename Layer::Acts;
+  using Scratch = typename Layer::Scratch;
+  using Comm    = Communicator<CommSpace, Exec>;
   using UMatrix = Kokkos::View<T**, Kokkos::LayoutRight, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
 
   /// @param comm   the sequence-parallel group (the executor's ranks); weight
@@ -104,11 +104,7 @@ class DecoderStack {
   /// rank's tokens in the executor's layout. Collective over comm.
   template <class XV, class ZV>
   void forward(const XV& x, const ZV& out) {
-    constexpr const char* where = "DistAttn::DecoderStack::forward";
-    agree_.run(comm_, where, config_fields(0), [&] {
-      check_tokens(where, "x", x);
-      check_tokens(where, "out", out);
-    });
+    check_entry("DistAttn::DecoderStack::forward", 0, "x", x, "out", out);
     std::fill(calls_.begin(), calls_.end(), 0);
     Kokkos::deep_copy(exec_, inputs_[0], flat(x));
     for (int l = 0; l < L_; ++l) {
@@ -127,11 +123,7 @@ class DecoderStack {
   /// Must follow a forward() on the same tokens. Collective over comm.
   template <class DZV, class DXV>
   void backward(const DZV& dout, const DXV& dx) {
-    constexpr const char* where = "DistAttn::DecoderStack::backward";
-    agree_.run(comm_, where, config_fields(1), [&] {
-      check_tokens(where, "dout", dout);
-      check_tokens(where, "dx", dx);
-    });
+    check_entry("DistAttn::DecoderStack::backward", 1, "dout", dout, "dx", dx);
     const UMatrix g = flat(dx);
     Kokkos::deep_copy(exec_, g, flat(dout));
     for (int l = L_ - 1; l >= 0; --l) {
@@ -168,6 +160,16 @@ class DecoderStack {
   }
 
   int rows() const { return B_ * layout_.chunk; }
+
+  /// Checks both activations on this rank and agrees on the outcome (and on the
+  /// configuration) with every rank before any message of the pass.
+  template <class A, class B>
+  void check_entry(const char* where, int pass, const char* name_a, const A& a, const char* name_b, const B& b) {
+    agree_.run(comm_, where, config_fields(pass), [&] {
+      check_tokens(where, name_a, a);
+      check_tokens(where, name_b, b);
+    });
+  }
 
   template <class V>
   void check_tokens(const char* where, const char* name, const V& v) const {

@@ -8,6 +8,8 @@
 #include <DistAttn/layer/layer_weights.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 
+#include <cmath>
+
 namespace DistAttn::Testing {
 
 /// Fills a rank-1 View with hash_uniform(seed, i) * amp + shift.
