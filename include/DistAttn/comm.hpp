@@ -2,7 +2,7 @@
 /// @file comm.hpp
 /// Umbrella header of the communication layer (docs/design/communication.md):
 /// Communicator<CommSpace, Exec>, Request<CommSpace>, isend / irecv / sendrecv,
-/// all_gather / reduce_scatter_sum / all_to_all / barrier, ProcessGrid2D.
+/// all_gather / reduce_scatter_sum / all_reduce_sum / all_to_all / barrier, ProcessGrid2D.
 
 #include <DistAttn/config.hpp>
 

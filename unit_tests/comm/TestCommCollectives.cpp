@@ -1,5 +1,5 @@
 // Collectives of every transport: all_gather (rank-ordered concatenation),
-// reduce_scatter_sum (rank-ordered blocks), all_to_all, barrier; counters follow
+// reduce_scatter_sum (rank-ordered blocks), all_reduce_sum, all_to_all, barrier; counters follow
 // the ring convention of comm/counters.hpp exactly.
 
 #include "comm_test_helpers.hpp"
@@ -55,6 +55,21 @@ TYPED_TEST(CommCollectives, AllGather) {
   if constexpr (compat::has_bhalf) all_gather_case<Cfg, compat::bhalf_t>(this->world(), this->seed() + 3);
 }
 
+/// Every element j of h must be the sum over ranks q of term(q, j), within tol.
+template <class T, class H, class Term>
+void expect_rank_sums(const H& h, int P, double tol, Term term, int rank, std::uint64_t seed) {
+  std::size_t bad = 0;
+  double worst    = 0;
+  for (std::size_t j = 0; j < h.size(); ++j) {
+    double expected = 0;
+    for (int q = 0; q < P; ++q) expected += double(term(q, j));
+    const double err = std::abs(double(h(j)) - expected);
+    worst            = std::max(worst, err);
+    bad += err > tol ? 1 : 0;
+  }
+  EXPECT_EQ(bad, 0u) << "worst error " << worst << " > " << tol << " on rank " << rank << " (seed " << seed << ")";
+}
+
 template <class Cfg, class T>
 void reduce_scatter_case(typename Cfg::comm& comm, std::uint64_t seed, double tol) {
   using Mem   = typename Cfg::exec::memory_space;
@@ -66,17 +81,8 @@ void reduce_scatter_case(typename Cfg::comm& comm, std::uint64_t seed, double to
   comm.counters().reset();
   auto req = reduce_scatter_sum(comm, send, recv);
   req.wait();
-  auto h             = host_copy(recv);
-  std::size_t bad    = 0;
-  double worst       = 0;
-  for (std::size_t j = 0; j < m; ++j) {
-    double expected = 0;
-    for (int q = 0; q < P; ++q) expected += double(value_of<T>(seed, q, r * m + j));
-    const double err = std::abs(double(h(j)) - expected);
-    worst            = std::max(worst, err);
-    bad += err > tol ? 1 : 0;
-  }
-  EXPECT_EQ(bad, 0u) << "worst error " << worst << " > " << tol << " on rank " << r << " (seed " << seed << ")";
+  expect_rank_sums<T>(host_copy(recv), P, tol, [&](int q, std::size_t j) { return value_of<T>(seed, q, r * m + j); },
+                      r, seed);
   expect_ring_counters(comm, m * sizeof(T));
 }
 
@@ -86,6 +92,33 @@ TYPED_TEST(CommCollectives, ReduceScatterSum) {
   // Sums of P terms in [-1, 1): rounding error <= P * eps; wrong blocks give O(1).
   reduce_scatter_case<Cfg, float>(this->world(), this->seed(), 4.0 * P * 6e-8);
   reduce_scatter_case<Cfg, double>(this->world(), this->seed() + 1, 4.0 * P * 1.2e-16);
+}
+
+template <class Cfg, class T>
+void all_reduce_case(typename Cfg::comm& comm, std::uint64_t seed, double tol) {
+  using Mem   = typename Cfg::exec::memory_space;
+  const int P = comm.size(), r = comm.rank();
+  const std::size_t n = 301;  // not a multiple of any P tested: the counted blocks round up
+  Kokkos::View<T*, Mem> send("send", n), recv("recv", n);
+  fill(send, seed, r);
+  fill(recv, seed ^ 5, r);
+  comm.counters().reset();
+  auto req = all_reduce_sum(comm, send, recv);
+  req.wait();
+  expect_rank_sums<T>(host_copy(recv), P, tol, [&](int q, std::size_t j) { return value_of<T>(seed, q, j); }, r,
+                      seed);
+  const std::uint64_t block = (n + P - 1) / P * sizeof(T), steps = 2 * std::uint64_t(P - 1);
+  const auto& c             = comm.counters();
+  EXPECT_EQ(c.bytes_sent(), steps * block);
+  EXPECT_EQ(c.bytes_received(), steps * block);
+  EXPECT_EQ(c.messages_sent(), steps);
+}
+
+TYPED_TEST(CommCollectives, AllReduceSum) {
+  using Cfg   = TypeParam;
+  const int P = this->size();
+  all_reduce_case<Cfg, float>(this->world(), this->seed(), 4.0 * P * 6e-8);
+  all_reduce_case<Cfg, double>(this->world(), this->seed() + 1, 4.0 * P * 1.2e-16);
 }
 
 template <class Cfg, class T>

@@ -11,7 +11,9 @@
 ///     all_gather of n bytes per rank: (P-1)*n bytes and P-1 messages sent to
 ///     rank+1 and received from rank-1; reduce_scatter_sum with n-byte result
 ///     blocks: the same; all_to_all with n-byte blocks: n bytes and one message to
-///     and from every other rank; barrier: nothing. With P == 1 nothing is counted.
+///     and from every other rank; all_reduce_sum of n elements: a reduce-scatter
+///     and an all-gather of ceil(n/P)-element blocks, 2(P-1) steps; barrier: nothing.
+///     With P == 1 nothing is counted.
 /// Counts are taken when an operation is posted, not when it completes.
 
 #include <cstdint>

@@ -28,10 +28,21 @@
 #define DISTATTN_KOKKOS_HAS_BHALF_NAME 0
 #endif
 
+// KokkosBlas::gemm and ::axpy take an execution-space instance as their first argument in the
+// Kokkos Kernels that go with Kokkos >= 4.2 (both are released together); before,
+// they run on the default instance only (Debian's 3.4.01). layer/linear.hpp is the
+// one caller.
+#if KOKKOS_VERSION >= 40200
+#define DISTATTN_KOKKOSBLAS_TAKES_SPACE 1
+#else
+#define DISTATTN_KOKKOSBLAS_TAKES_SPACE 0
+#endif
+
 namespace DistAttn {
 namespace compat {
 
 namespace math {
+using DISTATTN_KOKKOS_MATH_NS::cos;
 using DISTATTN_KOKKOS_MATH_NS::exp;
 using DISTATTN_KOKKOS_MATH_NS::fabs;
 using DISTATTN_KOKKOS_MATH_NS::fmax;
@@ -40,6 +51,7 @@ using DISTATTN_KOKKOS_MATH_NS::isinf;
 using DISTATTN_KOKKOS_MATH_NS::isnan;
 using DISTATTN_KOKKOS_MATH_NS::log;
 using DISTATTN_KOKKOS_MATH_NS::log1p;
+using DISTATTN_KOKKOS_MATH_NS::sin;
 using DISTATTN_KOKKOS_MATH_NS::sqrt;
 }  // namespace math
 

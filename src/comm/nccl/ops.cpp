@@ -40,6 +40,11 @@ void nccl_reduce_scatter_sum(NcclComm& comm, const void* send, void* recv, std::
                                                        << comm.rank());
 }
 
+void nccl_all_reduce_sum(NcclComm& comm, const void* send, void* recv, std::size_t count, ncclDataType_t type) {
+  DISTATTN_NCCL_CHECK(ncclAllReduce(send, recv, count, type, ncclSum, comm.comm(), comm.stream()),
+                      "DistAttn::all_reduce_sum (" << count << " elements) on rank " << comm.rank());
+}
+
 void nccl_all_to_all_bytes(NcclComm& comm, const void* send, void* recv, std::size_t block_bytes) {
   const auto* s = static_cast<const unsigned char*>(send);
   auto* r       = static_cast<unsigned char*>(recv);

@@ -21,8 +21,19 @@ inline constexpr bool same_value_type_v = std::is_same<comm_value_t<A>, comm_val
 template <class T>
 MPI_Datatype mpi_float_type() {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "DistAttn::reduce_scatter_sum supports float and double values");
+                "DistAttn::reduce_scatter_sum and all_reduce_sum support float and double values");
   return std::is_same<T, float>::value ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+/// Entry checks of the sum collectives: one float or double value type, contiguous
+/// Views. Returns the MPI type of the values.
+template <class SendView, class RecvView>
+MPI_Datatype mpi_sum_views(const char* where, const SendView& send_view, const RecvView& recv_view) {
+  static_assert(same_value_type_v<SendView, RecvView>,
+                "DistAttn::reduce_scatter_sum / all_reduce_sum: send and receive Views must have the same value type");
+  require_contiguous(where, "send_view", send_view);
+  require_contiguous(where, "recv_view", recv_view);
+  return mpi_float_type<comm_value_t<SendView>>();
 }
 
 }  // namespace Impl
@@ -65,12 +76,7 @@ template <class Exec, class SendView, class RecvView>
 Request<MpiSpace> reduce_scatter_sum(Communicator<MpiSpace, Exec>& comm, const SendView& send_view,
                                      const RecvView& recv_view) {
   constexpr const char* where = "DistAttn::reduce_scatter_sum";
-  static_assert(Impl::same_value_type_v<SendView, RecvView>,
-                "DistAttn::reduce_scatter_sum: send and receive Views must have the same value type");
-  using T                 = Impl::comm_value_t<SendView>;
-  const MPI_Datatype type = Impl::mpi_float_type<T>();
-  Impl::require_contiguous(where, "send_view", send_view);
-  Impl::require_contiguous(where, "recv_view", recv_view);
+  const MPI_Datatype type     = Impl::mpi_sum_views(where, send_view, recv_view);
   const std::size_t P = std::size_t(comm.size()), m = recv_view.size();
   DISTATTN_REQUIRE(send_view.size() == P * m, where,
                    "send_view has " << send_view.size() << " elements; expected communicator size " << P
@@ -89,6 +95,35 @@ Request<MpiSpace> reduce_scatter_sum(Communicator<MpiSpace, Exec>& comm, const S
   const std::size_t bytes = Impl::byte_size(recv_view);
   req.add_operation(r, {"reduce_scatter_sum", -1, -1, bytes});
   comm.counters().record_ring(comm.rank(), comm.size(), bytes);
+  return req;
+}
+
+/// @brief Element-wise sum over ranks: every rank's `recv_view` receives the sum
+/// of all ranks' `send_view` (equal sizes). float and double only. Counted as the
+/// ring algorithm: a reduce-scatter and an all-gather of ceil(n/P)-element blocks.
+template <class Exec, class SendView, class RecvView>
+Request<MpiSpace> all_reduce_sum(Communicator<MpiSpace, Exec>& comm, const SendView& send_view,
+                                 const RecvView& recv_view) {
+  constexpr const char* where = "DistAttn::all_reduce_sum";
+  using T                     = Impl::comm_value_t<SendView>;
+  const MPI_Datatype type     = Impl::mpi_sum_views(where, send_view, recv_view);
+  const std::size_t n = send_view.size();
+  DISTATTN_REQUIRE(recv_view.size() == n, where,
+                   "recv_view has " << recv_view.size() << " elements; expected send_view's " << n);
+  DISTATTN_REQUIRE(n <= std::size_t(INT_MAX), where,
+                   "send_view has " << n << " elements; MPI counts are limited to " << INT_MAX);
+  Impl::require_disjoint(where, send_view, recv_view);
+  auto req   = comm.make_request();
+  void* rbuf = Impl::mpi_recv_buffer(comm, recv_view, req);
+  const void* sbuf = Impl::mpi_send_buffer(comm, send_view, req, "DistAttn::all_reduce_sum: data ready");
+  MPI_Request r    = MPI_REQUEST_NULL;
+  DISTATTN_MPI_CHECK(MPI_Iallreduce(sbuf, rbuf, int(n), type, MPI_SUM, comm.comm(), &r),
+                     where << " (" << n << " elements, " << comm.size() << " ranks)");
+  const std::size_t P     = std::size_t(comm.size());
+  const std::size_t block = (n + P - 1) / P * sizeof(T);
+  req.add_operation(r, {"all_reduce_sum", -1, -1, n * sizeof(T)});
+  comm.counters().record_ring(comm.rank(), comm.size(), block);
+  comm.counters().record_ring(comm.rank(), comm.size(), block);
   return req;
 }
 

@@ -15,13 +15,14 @@ namespace Impl {
 void nccl_all_gather_bytes(NcclComm& comm, const void* send, void* recv, std::size_t bytes);
 void nccl_reduce_scatter_sum(NcclComm& comm, const void* send, void* recv, std::size_t count,
                              ncclDataType_t type);
+void nccl_all_reduce_sum(NcclComm& comm, const void* send, void* recv, std::size_t count, ncclDataType_t type);
 void nccl_all_to_all_bytes(NcclComm& comm, const void* send, void* recv, std::size_t block_bytes);
 void nccl_barrier(NcclComm& comm);
 
 template <class T>
 ncclDataType_t nccl_float_type() {
   static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "DistAttn::reduce_scatter_sum supports float and double values");
+                "DistAttn::reduce_scatter_sum and all_reduce_sum support float and double values");
   return std::is_same<T, float>::value ? ncclFloat : ncclDouble;
 }
 }  // namespace Impl
@@ -80,6 +81,38 @@ Request<NcclSpace> reduce_scatter_sum(Communicator<NcclSpace, Kokkos::Cuda>& com
   req.extend_view_lifetime(recv_view);
   req.record(comm.stream());
   comm.counters().record_ring(comm.rank(), comm.size(), bytes);
+  return req;
+}
+
+/// @brief Element-wise sum over ranks into every rank's recv_view (ncclAllReduce);
+/// float/double; counted like the MPI transport's all_reduce_sum.
+template <class SendView, class RecvView>
+Request<NcclSpace> all_reduce_sum(Communicator<NcclSpace, Kokkos::Cuda>& comm, const SendView& send_view,
+                                  const RecvView& recv_view) {
+  constexpr const char* where = "DistAttn::all_reduce_sum";
+  static_assert(std::is_same<Impl::comm_value_t<SendView>, Impl::comm_value_t<RecvView>>::value,
+                "DistAttn::all_reduce_sum: send and receive Views must have the same value type");
+  using T                   = Impl::comm_value_t<SendView>;
+  const ncclDataType_t type = Impl::nccl_float_type<T>();
+  Impl::require_contiguous(where, "send_view", send_view);
+  Impl::require_contiguous(where, "recv_view", recv_view);
+  Impl::require_cuda_accessible(where, "send_view", send_view);
+  Impl::require_cuda_accessible(where, "recv_view", recv_view);
+  const std::size_t n = send_view.size();
+  DISTATTN_REQUIRE(recv_view.size() == n, where,
+                   "recv_view has " << recv_view.size() << " elements; expected send_view's " << n);
+  Impl::require_disjoint(where, send_view, recv_view);
+  comm.require_usable(where);
+  auto req = comm.make_request();
+  Impl::nccl_all_reduce_sum(comm, send_view.data(), recv_view.data(), n, type);
+  const std::size_t P     = std::size_t(comm.size());
+  const std::size_t block = (n + P - 1) / P * sizeof(T);
+  req.add_operation({"all_reduce_sum", -1, -1, n * sizeof(T)});
+  req.extend_view_lifetime(send_view);
+  req.extend_view_lifetime(recv_view);
+  req.record(comm.stream());
+  comm.counters().record_ring(comm.rank(), comm.size(), block);
+  comm.counters().record_ring(comm.rank(), comm.size(), block);
   return req;
 }
 

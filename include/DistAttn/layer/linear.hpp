@@ -1,0 +1,71 @@
+#pragma once
+/// @file layer/linear.hpp
+/// The one seam through which every projection of the decoder layer and its
+/// backward runs: KokkosBlas::gemm on row-major [rows, cols] matrices (and
+/// KokkosBlas::axpy for the SGD update). On CUDA builds Kokkos Kernels hands
+/// gemm to cuBLAS when it was built with KokkosKernels_ENABLE_TPL_CUBLAS=ON
+/// (docs/design/decoder_layer.md says what happens for bf16).
+
+#include <DistAttn/core/kokkos_compat.hpp>
+
+#include <KokkosBlas1_axpby.hpp>
+#include <KokkosBlas3_gemm.hpp>
+
+namespace DistAttn {
+
+template <class T, class Mem>
+using Matrix = Kokkos::View<T**, Kokkos::LayoutRight, Mem>;
+
+namespace Impl {
+
+/// C = alpha op(A) op(B) + beta C on `exec`. Kokkos Kernels before 4.2 has no
+/// instance argument: its gemm runs on the default instance, so the caller's
+/// instance is fenced before and after (a no-op on the Serial backend).
+template <class Exec, class AV, class BV, class CV>
+void gemm(const Exec& exec, const char* ta, const char* tb, typename CV::const_value_type alpha, const AV& a,
+          const BV& b, typename CV::const_value_type beta, const CV& c) {
+#if DISTATTN_KOKKOSBLAS_TAKES_SPACE
+  KokkosBlas::gemm(exec, ta, tb, alpha, a, b, beta, c);
+#else
+  compat::fence(exec, "DistAttn::gemm: inputs ready");
+  KokkosBlas::gemm(ta, tb, alpha, a, b, beta, c);
+  compat::global_fence("DistAttn::gemm: done");
+#endif
+}
+
+/// y += alpha x for rank-1 Views (the SGD update), with the same instance rule as gemm.
+template <class Exec, class XV, class YV>
+void axpy(const Exec& exec, typename YV::const_value_type alpha, const XV& x, const YV& y) {
+#if DISTATTN_KOKKOSBLAS_TAKES_SPACE
+  KokkosBlas::axpy(exec, alpha, x, y);
+#else
+  compat::fence(exec, "DistAttn::axpy: inputs ready");
+  KokkosBlas::axpy(alpha, x, y);
+  compat::global_fence("DistAttn::axpy: done");
+#endif
+}
+
+}  // namespace Impl
+
+/// y = x w (+ y when accumulate): x [n, in], w [in, out], y [n, out].
+template <class Exec, class XV, class WV, class YV>
+void linear_forward(const Exec& exec, const XV& x, const WV& w, const YV& y, bool accumulate = false) {
+  using T = typename YV::non_const_value_type;
+  Impl::gemm(exec, "N", "N", T(1), x, w, accumulate ? T(1) : T(0), y);
+}
+
+/// dx = dy w^T (+ dx when accumulate): the input gradient of linear_forward.
+template <class Exec, class DYV, class WV, class DXV>
+void linear_backward_input(const Exec& exec, const DYV& dy, const WV& w, const DXV& dx, bool accumulate = false) {
+  using T = typename DXV::non_const_value_type;
+  Impl::gemm(exec, "N", "T", T(1), dy, w, accumulate ? T(1) : T(0), dx);
+}
+
+/// dw = x^T dy (overwritten): the weight gradient of linear_forward.
+template <class Exec, class XV, class DYV, class DWV>
+void linear_backward_weight(const Exec& exec, const XV& x, const DYV& dy, const DWV& dw) {
+  using T = typename DWV::non_const_value_type;
+  Impl::gemm(exec, "T", "N", T(1), x, dy, T(0), dw);
+}
+
+}  // namespace DistAttn

@@ -1,0 +1,37 @@
+#pragma once
+/// @file layer/rope.hpp
+/// Rotary position embedding (RoPE) in the Llama "rotate half" convention: in
+/// every head, channels j and j + D/2 are rotated by angle pos * theta^(-2j/D).
+/// Positions come from the rank's TokenLayout, so a token gets the same rotation
+/// whichever rank and executor holds it.
+
+#include <DistAttn/layer/token_layout.hpp>
+
+namespace DistAttn {
+
+/// Rotates x ([batch * chunk, heads * head_dim], row-major, row b*chunk + i is
+/// local token i of sequence b) in place; direction -1 applies the inverse
+/// rotation, which is also the backward of direction +1 (rotations are orthogonal).
+template <class Exec, class XV>
+void rope_apply(const Exec& exec, const XV& x, int heads, int head_dim, const TokenLayout& layout, double theta,
+                int direction = 1) {
+  using T          = typename XV::non_const_value_type;
+  using Acc        = accum_t<T>;
+  const long n     = long(x.extent(0)), half = head_dim / 2, D = head_dim, c = layout.chunk;
+  const double lt  = compat::math::log(theta);
+  const double sgn = direction >= 0 ? 1.0 : -1.0;
+  Kokkos::parallel_for(
+      "DistAttn::rope_apply", Kokkos::RangePolicy<Exec>(exec, 0, n * heads), KOKKOS_LAMBDA(long idx) {
+        const long r = idx / heads, h = idx % heads;
+        const double pos = double(layout.position(r % c));
+        for (long j = 0; j < half; ++j) {
+          const double ang = sgn * pos * compat::math::exp(-lt * double(2 * j) / double(D));
+          const Acc cs = Acc(compat::math::cos(ang)), sn = Acc(compat::math::sin(ang));
+          const Acc a = Acc(x(r, h * D + j)), b = Acc(x(r, h * D + j + half));
+          x(r, h * D + j)        = T(a * cs - b * sn);
+          x(r, h * D + j + half) = T(b * cs + a * sn);
+        }
+      });
+}
+
+}  // namespace DistAttn
