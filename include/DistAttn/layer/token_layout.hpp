@@ -3,11 +3,11 @@
 /// Which global positions a rank's local token rows hold, for every executor's
 /// layout, so the parts of a layer that depend on position (RoPE) follow the
 /// attention's own sharding (ring/ring_attention.hpp, grid2d/grid2d_attention.hpp):
-///   Contiguous (vanilla, balanced): row i is token rank*chunk + i;
-///   Zigzag: rows [0, chunk/2) are half-chunk `rank`, the rest half-chunk 2P-1-rank;
+///   Contiguous (vanilla, balanced) and Zigzag: schedule/ring_layout.hpp's ring_position;
 ///   Cyclic (Attention2D): row i is token rank + i*P.
 
 #include <DistAttn/core/kokkos_compat.hpp>
+#include <DistAttn/schedule/ring_layout.hpp>
 
 #include <cstdint>
 
@@ -23,8 +23,8 @@ struct TokenLayout {
   KOKKOS_INLINE_FUNCTION std::int64_t position(std::int64_t i) const {
     const std::int64_t r = rank, P = size, c = chunk;
     switch (kind) {
-      case Kind::Contiguous: return r * c + i;
-      case Kind::Zigzag: return i < c / 2 ? r * (c / 2) + i : (2 * P - 1 - r) * (c / 2) + (i - c / 2);
+      case Kind::Contiguous: return ring_position(RingKind::Vanilla, int(P), c, int(r), i);
+      case Kind::Zigzag: return ring_position(RingKind::Zigzag, int(P), c, int(r), i);
       case Kind::Cyclic: return r + i * P;
     }
     return -1;

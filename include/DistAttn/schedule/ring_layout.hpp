@@ -18,6 +18,14 @@
 
 namespace DistAttn {
 
+/// Global position of local row i of rank x for P ranks of c tokens (the one
+/// formula; callable in kernels, e.g. for rotary embeddings).
+KOKKOS_INLINE_FUNCTION std::int64_t ring_position(RingKind kind, int P, std::int64_t c, int x, std::int64_t i) {
+  if (kind != RingKind::Zigzag) return std::int64_t(x) * c + i;
+  const std::int64_t h = c / 2, block = i < h ? x : 2 * std::int64_t(P) - 1 - x;
+  return block * h + i % h;
+}
+
 class RingLayout {
  public:
   RingLayout(int ranks, std::int64_t chunk, RingKind kind) : P_(ranks), c_(chunk), kind_(kind) {
@@ -43,10 +51,7 @@ class RingLayout {
   /// Global positions of piece a of rank x.
   PositionMap piece(int x, int a) const { return PositionMap{block_of(x, a) * piece_len(), 1}; }
   /// Global position of local row i of rank x.
-  std::int64_t position(int x, std::int64_t i) const {
-    const std::int64_t h = piece_len();
-    return block_of(x, int(i / h)) * h + i % h;
-  }
+  std::int64_t position(int x, std::int64_t i) const { return ring_position(kind_, P_, c_, x, i); }
 
  private:
   int P_;
