@@ -74,6 +74,10 @@ if("CUDA" IN_LIST Kokkos_DEVICES OR Kokkos_ENABLE_CUDA)
   set(DISTATTN_KOKKOS_HAS_CUDA ON)
 endif()
 
+if(DISTATTN_KOKKOS_HAS_CUDA)  # cuBLAS for 16-bit projections (impl/cublas_gemm.hpp)
+  _distattn_find(CUDAToolkit)
+endif()
+
 if(DistAttn_ENABLE_MPI)
   _distattn_find(MPI COMPONENTS CXX)
 endif()
@@ -85,7 +89,6 @@ if(DistAttn_ENABLE_NCCL)
   if(NOT DistAttn_ENABLE_MPI)
     message(FATAL_ERROR "DistAttn_ENABLE_NCCL needs DistAttn_ENABLE_MPI (the NCCL id is broadcast over MPI)")
   endif()
-  _distattn_find(CUDAToolkit)
   if(NOT DISTATTN_AS_DEPENDENCY)  # the installed config sets both to the build's NCCL
     find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
               PATH_SUFFIXES include)

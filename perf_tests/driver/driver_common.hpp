@@ -3,6 +3,7 @@
 // by hash values at GLOBAL indices, so every schedule and every rank count sees
 // the same numbers), gathering per-rank rows to rank 0, and table printing.
 
+#include "common/communicator_choice.hpp"
 #include "driver_options.hpp"
 
 #include <DistAttn/DistAttn.hpp>
@@ -13,6 +14,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace DistAttn::Driver {
@@ -100,23 +102,10 @@ double check_tolerance() {
   return 3e-2;
 }
 
-/// Calls f(comm, compute) with the transport --comm asks for (NCCL by default
-/// where built for CUDA, MPI otherwise) bound to one execution-space instance
-/// and a second instance for the tiles (distinct streams on GPUs).
+/// Calls f(comm, compute) with the transport --comm asks for.
 template <class F>
 int with_communicator(const Options& o, MPI_Comm mpi, F&& f) {
-  auto spaces = compat::partition_space(Exec(), 2);
-#if DISTATTN_ENABLE_NCCL
-  if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) {
-    if (o.comm != "mpi") {
-      auto comm = Communicator<NcclSpace, Exec>::from_mpi(mpi, spaces[0]);
-      return f(comm, spaces[1]);
-    }
-  }
-#endif
-  if (o.comm == "nccl") throw InvalidArgument("--comm nccl: this build has no NCCL backend for this device");
-  auto comm = Communicator<MpiSpace, Exec>::from_raw(mpi, spaces[0]);
-  return f(comm, spaces[1]);
+  return Perf::with_communicator<Exec>(o.comm, mpi, std::forward<F>(f));
 }
 
 /// Max over ranks of a double.

@@ -6,6 +6,7 @@
 // TFLOP/s, attention forwards per layer, and memory per rank. Policies must give
 // identical losses (their gradients are bitwise identical); the run fails otherwise.
 
+#include "common/communicator_choice.hpp"
 #include "common/timer.hpp"
 #include "train_options.hpp"
 
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace DistAttn::Train {
@@ -96,10 +98,11 @@ double mse_loss(const V& out, const V& target, const V& dout, double count) {
   return total / (2.0 * count);
 }
 
-template <class T, class Attn>
-PolicyResult run_policy(const Options& o, Communicator<MpiSpace, Exec>& comm, Attn& attn, CheckpointPolicy policy) {
+template <class T, class CommSpace, class Attn>
+PolicyResult run_policy(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute, Attn& attn,
+                        CheckpointPolicy policy) {
   using X3 = Kokkos::View<T***, Kokkos::LayoutRight, Mem>;
-  DecoderStack<T, MpiSpace, Exec, Attn> stack(comm, attn, Exec(), o.cfg, o.layers, o.batch, policy);
+  DecoderStack<T, CommSpace, Exec, Attn> stack(comm, attn, compute, o.cfg, o.layers, o.batch, policy);
   for (int l = 0; l < o.layers; ++l) Testing::fill_layer_weights(Exec(), stack.weights(l), 1000 + l);
   const int c = stack.layout().chunk;
   X3 x("x", o.batch, c, o.cfg.hidden), target("target", o.batch, c, o.cfg.hidden);
@@ -149,15 +152,16 @@ PolicyResult run_policy(const Options& o, Communicator<MpiSpace, Exec>& comm, At
 
 int expected_calls(CheckpointPolicy p) { return p == CheckpointPolicy::LayerBoundary ? 2 : 1; }
 
-template <class T, class Attn>
-int run_all(const Options& o, Communicator<MpiSpace, Exec>& comm, Attn& attn) {
+template <class T, class CommSpace, class Attn>
+int run_all(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute, Attn& attn) {
   std::vector<PolicyResult> results;
-  for (auto p : o.policies) results.push_back(run_policy<T>(o, comm, attn, p));
+  for (auto p : o.policies) results.push_back(run_policy<T>(o, comm, compute, attn, p));
   int bad = 0;
   if (comm.rank() == 0) {
-    std::printf("\n# distattn-train: %s, P=%d, N=%ld, B=%d, L=%d, E=%d, H=%d, Hkv=%d, d=%d, F=%d, %s\n",
+    std::printf("\n# distattn-train: %s, P=%d, N=%ld, B=%d, L=%d, E=%d, H=%d, Hkv=%d, d=%d, F=%d, %s, comm %s\n",
                 o.schedule.c_str(), comm.size(), o.seq, o.batch, o.layers, o.cfg.hidden, o.cfg.heads, o.cfg.kv_heads,
-                o.cfg.head_dim, o.cfg.mlp_hidden, o.fp64 ? "double" : "float");
+                o.cfg.head_dim, o.cfg.mlp_hidden, o.dtype.c_str(),
+                std::is_same<CommSpace, MpiSpace>::value ? "MPI" : "NCCL");
     std::printf("# %-15s %10s %10s %10s %10s %9s %10s %10s %10s\n", "policy", "step_ms", "cpu_ms", "tokens/s",
                 "TFLOP/s", "attn_fwd", "saved_MiB", "stack_MiB", "peak_MiB");
   }
@@ -187,26 +191,44 @@ int run_all(const Options& o, Communicator<MpiSpace, Exec>& comm, Attn& attn) {
   return bad;
 }
 
-template <class T>
-int run(const Options& o) {
-  auto comm   = Communicator<MpiSpace, Exec>::from_raw(MPI_COMM_WORLD, Exec());
+template <class T, class CommSpace>
+int run_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute) {
   const int P = comm.size();
   DISTATTN_REQUIRE(o.seq % P == 0, "distattn-train", "--seq (" << o.seq << ") must be a multiple of the ranks (" << P << ")");
   const int chunk = int(o.seq / P);
   if (o.schedule == "grid2d-no" || o.schedule == "grid2d-o") {
     Grid2DOptions g;
     g.variant = o.schedule == "grid2d-no" ? Grid2DVariant::NO : Grid2DVariant::O;
-    Grid2DAttention<T, MpiSpace, Exec> attn(comm, 0, 0, Exec(), o.batch, o.seq, o.cfg.heads, o.cfg.kv_heads,
-                                            o.cfg.head_dim, g);
-    return run_all<T>(o, comm, attn);
+    Grid2DAttention<T, CommSpace, Exec> attn(comm, 0, 0, compute, o.batch, o.seq, o.cfg.heads, o.cfg.kv_heads,
+                                             o.cfg.head_dim, g);
+    return run_all<T>(o, comm, compute, attn);
   }
   RingOptions r;
   if (o.schedule == "ring") r.kind = RingKind::Vanilla;
   else if (o.schedule == "balanced") r.kind = RingKind::Balanced;
   else if (o.schedule == "zigzag") r.kind = RingKind::Zigzag;
   else throw InvalidArgument("--schedule: '" + o.schedule + "' is not ring, balanced, zigzag, grid2d-no or grid2d-o");
-  RingAttention<T, MpiSpace, Exec> attn(comm, Exec(), o.batch, chunk, o.cfg.heads, o.cfg.kv_heads, o.cfg.head_dim, r);
-  return run_all<T>(o, comm, attn);
+  RingAttention<T, CommSpace, Exec> attn(comm, compute, o.batch, chunk, o.cfg.heads, o.cfg.kv_heads, o.cfg.head_dim, r);
+  return run_all<T>(o, comm, compute, attn);
+}
+
+template <class T>
+int run(const Options& o) {
+  return Perf::with_communicator<Exec>(o.comm, MPI_COMM_WORLD,
+                                       [&](auto& comm, const Exec& compute) { return run_with<T>(o, comm, compute); });
+}
+
+/// The run for --dtype (the choices were checked against this build's types).
+int run_dtype(const Options& o) {
+  if (o.dtype == "double") return run<double>(o);
+#if defined(KOKKOS_ENABLE_CUDA)
+  if constexpr (compat::has_bhalf)
+    if (o.dtype == "bf16") return run<compat::bhalf_t>(o);
+  if constexpr (compat::has_half)
+    if (o.dtype == "fp16") return run<compat::half_t>(o);
+#endif
+  if (o.dtype == "float") return run<float>(o);
+  throw InvalidArgument("--dtype '" + o.dtype + "' is not available in this build");
 }
 
 }  // namespace DistAttn::Train
@@ -221,7 +243,7 @@ int main(int argc, char** argv) {
     if (o.help) {
       if (rank == 0) DistAttn::Train::print_usage(std::cout);
     } else {
-      rc = (o.fp64 ? DistAttn::Train::run<double>(o) : DistAttn::Train::run<float>(o)) != 0 ? 1 : 0;
+      rc = DistAttn::Train::run_dtype(o) != 0 ? 1 : 0;
     }
   } catch (const std::exception& e) {
     std::cerr << "distattn-train (rank " << rank << "): " << e.what() << "\n";

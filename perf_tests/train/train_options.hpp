@@ -27,7 +27,9 @@ struct Options {
 #endif
   int steps = 3, warmup = 1;
   double lr = 0.5;
-  bool fp64 = false, help = false;
+  std::string dtype = "float";
+  std::string comm;  // mpi | nccl; empty = nccl where built, else mpi
+  bool help = false;
 };
 
 /// The option table, bound to `o`; `policy` is the --policy text.
@@ -50,7 +52,9 @@ inline void add_options(CLI::App& app, Options& o, std::string& policy) {
   app.add_option("--steps", o.steps, "timed steps")->check(at_least(1))->capture_default_str();
   app.add_option("-w,--warmup", o.warmup, "warm-up steps")->check(at_least(0))->capture_default_str();
   app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::Range(0.0, 1e6))->capture_default_str();
-  app.add_flag("--fp64", o.fp64, "double instead of float");
+  app.add_option("--dtype", o.dtype, "element type")->check(CLI::IsMember(Perf::dtype_choices()))->capture_default_str();
+  app.add_option("--comm", o.comm, "transport (default nccl where built, else mpi)")
+      ->check(CLI::IsMember({"mpi", "nccl"}));
 }
 
 constexpr const char* kAbout =
