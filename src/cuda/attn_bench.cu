@@ -6,7 +6,10 @@
 // relative to max |shipped|), so a faster variant is known to be right before it is
 // promoted in tile_size.hpp.
 //
-//   attn_cuda_bench [-s S ...] [--heads 32] [--dim 128] [--causal 1] [-w 2] [-n 10] [--shipped-only]
+//   attn_cuda_bench [-s S ...] [--heads 32] [--dim 128] [--causal 1] [-w 2] [-n 10] [--shipped-only | --fwd-only]
+//
+// --fwd-only: the shipped forward against the warp-specialized forward variants
+// (WsFwdTile), no backward rows.
 //
 // FLOPs as docs/PERFORMANCE.md: forward 4 B H S^2 d (x 0.5 causal), backward x 2.5.
 
@@ -196,7 +199,9 @@ void fwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_re
   if (is_ref) CK(cudaMemcpy(b.acc_ref, b.acc, b.nt() * 4, cudaMemcpyDeviceToDevice));
   else diff = rel_diff(b.acc, b.acc_ref, b.nt());
   const bool shipped = std::is_same<Cfg, FwdTileD128>::value || std::is_same<Cfg, FwdTileD64>::value;
-  std::printf("  fwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first %.2e\n", shipped ? '*' : ' ', name, b.S,
+  // '=' marks the variant that DISTATTN_FWD_VARIANT=ws selects in the library.
+  const bool ws_entry = std::is_same<Cfg, FwdTileD128Ws>::value || std::is_same<Cfg, FwdTileD64Ws>::value;
+  std::printf("  fwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first %.2e\n", shipped ? '*' : ws_entry ? '=' : ' ', name, b.S,
               t * 1e6, fl / t * 1e-12, diff);
 }
 
@@ -224,7 +229,7 @@ void bwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_re
 int main(int argc, char** argv) {
   std::vector<int> seqs;
   int H = 32, D = 128, w = 2, n = 10;
-  bool causal = true, shipped_only = false;
+  bool causal = true, shipped_only = false, fwd_only = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next           = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
@@ -235,6 +240,7 @@ int main(int argc, char** argv) {
     else if (a == "-w") w = next();
     else if (a == "-n") n = next();
     else if (a == "--shipped-only") shipped_only = true;
+    else if (a == "--fwd-only") fwd_only = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 1;
@@ -268,7 +274,19 @@ int main(int argc, char** argv) {
     }
     // The first row of each group is the cross-check reference; '*' marks the
     // entry of tile_size.hpp this binary ships.
-    if (shipped_only) {  // e.g. under ncu
+    if (fwd_only) {  // the shipped forward, then the warp-specialized variants
+      if (D == 128) {
+        fwd_row<FwdTileD128>("shipped", b, causal, w, n, true);
+        fwd_row<WsFwdTile<128, 128, 2, 2>>("ws overlap 128x128 K2 V2", b, causal, w, n, false);
+        fwd_row<WsFwdTile<128, 128, 3, 3>>("ws overlap 128x128 K3 V3", b, causal, w, n, false);
+        fwd_row<WsFwdTile<128, 128, 3, 2>>("ws overlap 128x128 K3 V2", b, causal, w, n, false);
+      } else {
+        fwd_row<FwdTileD64>("shipped", b, causal, w, n, true);
+        fwd_row<WsFwdTile<64, 128, 2, 2>>("ws overlap 128x128 K2 V2", b, causal, w, n, false);
+        fwd_row<WsFwdTile<64, 64, 2, 2>>("ws overlap 128x64 K2 V2", b, causal, w, n, false);
+        fwd_row<WsFwdTile<64, 128, 3, 3>>("ws overlap 128x128 K3 V3", b, causal, w, n, false);
+      }
+    } else if (shipped_only) {  // e.g. under ncu
       if (D == 128) {
         fwd_row<FwdTileD128>("shipped", b, causal, w, n, true);
         make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);

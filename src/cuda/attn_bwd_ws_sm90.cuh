@@ -56,14 +56,6 @@ namespace DistAttn::Impl::cuda {
 
 namespace detail {
 
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
 /// dq[box at (c0, c1, c2, c3)] += the fp32 box at shared address `src` (async proxy,
 /// bulk-group completion).
 __device__ __forceinline__ void tma_reduce_add_4d(const void* tmap, uint32_t src, int c0, int c1, int c2, int c3) {

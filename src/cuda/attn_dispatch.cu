@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +21,16 @@ void check_launch(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
     throw std::runtime_error(std::string("DistAttn CUDA kernel ") + what + " failed to launch: " +
                              cudaGetErrorString(err));
+}
+
+bool fwd_variant_ws() {
+  static const bool ws = [] {
+    const char* v = std::getenv("DISTATTN_FWD_VARIANT");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "default") == 0) return false;
+    if (std::strcmp(v, "ws") == 0) return true;
+    throw std::invalid_argument(std::string("DISTATTN_FWD_VARIANT must be \"ws\" or \"default\", got \"") + v + "\"");
+  }();
+  return ws;
 }
 
 // The kernels are instantiated for head_dim 64 and 128; any other multiple of 8 up

@@ -7,7 +7,8 @@
 namespace DistAttn::Impl::cuda {
 
 void run_attn_fwd_hdim128_bf16(const AttnFwdParams& p, cudaStream_t stream) {
-  launch_attn_fwd_any<FwdTileD128, __nv_bfloat16>(p, stream);
+  if (fwd_variant_ws()) launch_attn_fwd_any<FwdTileD128Ws, __nv_bfloat16>(p, stream);
+  else launch_attn_fwd_any<FwdTileD128, __nv_bfloat16>(p, stream);
 }
 
 }  // namespace DistAttn::Impl::cuda

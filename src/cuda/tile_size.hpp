@@ -31,6 +31,7 @@ struct FwdTile {
   // NOTES.md runs 4 and 5 measured it slower for the d = 64 tile, hence per entry.
   static constexpr bool kRebuildAddr = kRebuildAddr_;
   static constexpr bool kWgmma = false;  // -> attn_fwd_sm90.cuh
+  static constexpr bool kWs    = false;
   // 16 rows per warp: Q fragments stay in registers. 32 rows per warp (FA2's
   // layout): Q is re-read from shared memory, but every K/V fragment feeds two
   // products, so shared-memory bytes per mma drop from 256 to 160.
@@ -75,6 +76,7 @@ struct WgFwdTile {
   static constexpr int kNThreads  = 256;
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kWgmma    = true;
+  static constexpr bool kWs       = false;
   // Ping-pong schedule: mbarrier pipeline of 3 K/V stages (no CTA barrier in the
   // loop), the two warpgroups' products issued in turns (named barriers) so that
   // one warpgroup's softmax runs under the other's products (FA3's ping-pong).
@@ -92,6 +94,35 @@ struct WgFwdTile {
   // Q + kStages stages of K and V, 16-bit, + 1 KB to align the tiles to the swizzle
   // period + 64 B of mbarriers.
   static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 2 * kStages * kBlockN * kHeadDim) + 1024 + 64;
+};
+
+/// Forward, warp-specialized (attn_fwd_ws_sm90.cuh): a producer warpgroup (Q once,
+/// then K and V per tile by TMA, in separate pipelines of kStagesK and kStagesV
+/// stages) and two consumer warpgroups of 64 query rows that run FA3's
+/// intra-warpgroup overlap (S_i = Q K_i^T and O += P_{i-1} V_{i-1} issued together,
+/// the softmax of S_i under them) inside the ping-pong turns. Needs TMA descriptors
+/// of Q, K and V; otherwise the launcher takes Fallback (the cp.async ping-pong).
+/// Registers: 128 x kProducerRegs + 256 x kConsumerRegs <= 64K, each a multiple of 8.
+template <int kHeadDim_, int kBlockN_, int kStagesK_ = 2, int kStagesV_ = 2>
+struct WsFwdTile {
+  static constexpr int kHeadDim   = kHeadDim_;
+  static constexpr int kBlockM    = 128;
+  static constexpr int kBlockN    = kBlockN_;
+  static constexpr int kStagesK   = kStagesK_;
+  static constexpr int kStagesV   = kStagesV_;
+  static constexpr int kNThreads  = 384;
+  static constexpr int kMinBlocks = 1;
+  static constexpr bool kWgmma    = true;
+  static constexpr bool kWs       = true;
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
+  using Fallback = WgFwdTile<kHeadDim_, kBlockN_, true, false>;
+  // Q + the K and V stages, 16-bit, + 1 KB of alignment slack + the mbarriers (Q,
+  // full and empty per stage).
+  static constexpr int kSmemBytes =
+      2 * (kBlockM * kHeadDim + (kStagesK + kStagesV) * kBlockN * kHeadDim) + 1024 + 8 * (1 + 2 * (kStagesK + kStagesV));
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
 };
 
 /// Backward on warpgroup MMA (attn_bwd_wgmma_sm90.cuh): two warpgroups of 64 keys
@@ -182,5 +213,12 @@ using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
 using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
 
 #endif
+
+// The warp-specialized forward with the intra-warpgroup overlap (FA3's schedule),
+// selected at run time by DISTATTN_FWD_VARIANT=ws (attn_dispatch.cu) so that the
+// unit tests and the benchmarks can put it beside the shipped entries above;
+// measurement pending (NOTES.md round 5).
+using FwdTileD128Ws = WsFwdTile<128, 128>;
+using FwdTileD64Ws  = WsFwdTile<64, 128>;
 
 }  // namespace DistAttn::Impl::cuda

@@ -1,6 +1,6 @@
 #pragma once
 // Tensor-memory-accelerator (TMA) descriptors for the tiles the wgmma kernels
-// stream (K and V in the forward; Q, dO, K, V in the backward, and the fp32 dq it
+// stream (Q, K and V in the forward; Q, dO, K, V in the backward, and the fp32 dq it
 // adds to by bulk reductions): a 4-D view
 // (head_dim, seq, heads, batch) of the caller's tensor with
 // boxes of 64 columns x rows, 128-byte swizzled, which is exactly one column block
@@ -21,6 +21,13 @@ namespace DistAttn::Impl::cuda {
 /// Both tensor maps of one launch, passed to the kernel as one __grid_constant__
 /// parameter (CUtensorMap carries its own alignment).
 struct KVTensorMaps {
+  CUtensorMap k;
+  CUtensorMap v;
+};
+/// The warp-specialized forward's maps: Q (boxes of 64 columns x the query tile) and
+/// K, V (64 columns x the key tile).
+struct FwdTensorMaps {
+  CUtensorMap q;
   CUtensorMap k;
   CUtensorMap v;
 };

@@ -1,0 +1,345 @@
+#pragma once
+// Forward update kernel, warp-specialized, with FlashAttention-3's intra-warpgroup
+// overlap layered on the ping-pong schedule (FA3's Hopper forward structure, our own
+// code). Same CTA work, masks, state semantics and epilogues as
+// attn_fwd_wgmma_sm90.cuh; 384 threads in three warpgroups:
+//
+//   producer warpgroup (setmaxnreg.dec): one thread brings Q once and then, per key
+//     tile, K and V by TMA into separate pipelines (kStagesK K stages, kStagesV V
+//     stages, each with a full and an empty mbarrier), K of tile i before V of tile
+//     i - 1, since V is consumed a step after K;
+//   two consumer warpgroups (setmaxnreg.inc), 64 query rows each. Step i of a
+//     warpgroup, in its turn (named barriers 1 and 2, so the two warpgroups' products
+//     alternate in the tensor cores):
+//         S_i = Q K_i^T              (ss)   issued
+//         O  += P_{i-1} V_{i-1}      (rs)   issued right behind it
+//     then, out of its turn, S_i waited for and K_i released, the softmax of S_i run
+//     while P_{i-1} V_{i-1} and the other warpgroup's two products are in the tensor
+//     cores, P V waited for and V_{i-1} released, O rescaled by the new row maxima
+//     and P_i packed. The tail issues the last P V.
+//
+// Why both: the ping-pong alone (attn_fwd_wgmma_sm90.cuh) hides a warpgroup's
+// softmax only under the other warpgroup's single product, shorter than the softmax
+// at d = 128 (NOTES.md run 30: tensor pipe 59% busy, 28% barrier stalls); the
+// overlap alone, on a schedule that keeps both warpgroups in lockstep, only moved
+// the wait (NOTES.md run 27). Here a turn carries two products, and the softmax has
+// the rest of its own turn plus the other warpgroup's whole turn to run under.
+//
+// Rescale order: O after step i is (O_{i-1} + P_{i-1} V_{i-1}) * alpha_i with
+// alpha_i = 2^(m_{i-1} - m_i): P_{i-1} was formed against m_{i-1}, so the one
+// rescale after the product keeps O relative to the current maxima.
+
+#include "attn_fwd_epilogue.cuh"
+#include "attn_launch.hpp"
+#include "attn_mma.cuh"
+#include "tma.hpp"
+#include "wgmma.cuh"
+
+#include <DistAttn/impl/cuda/attn_params.hpp>
+
+namespace DistAttn::Impl::cuda {
+
+template <class Cfg, class Elem>
+__global__ void __launch_bounds__(384, 1)
+    attn_fwd_ws_kernel(const AttnFwdParams p, const __grid_constant__ FwdTensorMaps tm) {
+  using namespace detail;
+  using Ops  = ElemOps<Elem>;
+  constexpr int D  = Cfg::kHeadDim;
+  constexpr int BM = 128;
+  constexpr int BN = Cfg::kBlockN;
+  constexpr int NK = Cfg::kStagesK;
+  constexpr int NV = Cfg::kStagesV;
+  constexpr int NS = BN / 2;  // S accumulator floats per thread
+  constexpr int NO = D / 2;   // O accumulator floats per thread
+  constexpr uint32_t kQBytes  = BM * D * 2;
+  constexpr uint32_t kKVBytes = BN * D * 2;
+  static_assert(BN == 64 || BN == 128, "S = Q K^T is one m64n64 or m64n128 product per k step");
+  static_assert(D == 64 || D == 128, "O += P V is one m64n64 or m64n128 product per k step");
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  // Tiles start on a 1024-byte boundary (the 128-byte swizzle period).
+  const uint32_t sQ  = (smem_u32(smem) + 1023u) & ~1023u;
+  const uint32_t sK0 = sQ + kQBytes;             // K stage s at sK0 + s * kKVBytes
+  const uint32_t sV0 = sK0 + NK * kKVBytes;      // V stage s at sV0 + s * kKVBytes
+  const uint32_t sBar = sV0 + NV * kKVBytes;     // barQ, fullK[NK], emptyK[NK], fullV[NV], emptyV[NV]
+  const uint32_t barQ = sBar;
+  auto full_k  = [&](int s) { return sBar + 8 + 8 * s; };
+  auto empty_k = [&](int s) { return sBar + 8 + 8 * NK + 8 * s; };
+  auto full_v  = [&](int s) { return sBar + 8 + 16 * NK + 8 * s; };
+  auto empty_v = [&](int s) { return sBar + 8 + 16 * NK + 8 * NV + 8 * s; };
+
+  const int qt  = int(gridDim.x) - 1 - int(blockIdx.x);  // heaviest causal tiles first
+  const int h   = blockIdx.y;
+  const int b   = blockIdx.z;
+  const int hk  = h / (p.heads / p.heads_kv);
+  const int q0  = qt * BM;
+  const int tid = threadIdx.x;
+
+  const AttnMaskParams& mk = p.mask;
+  const int q_last  = min(q0 + BM, p.seqlen_q) - 1;
+  const int lim_max = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
+  const int n_kt    = (lim_max + BN - 1) / BN;
+  if (n_kt == 0) {  // no row of the tile sees any key: state unchanged
+    if (p.o != nullptr && tid >= 128) {  // direct mode: the consumers' rows still get their (empty) result
+      const int ct = tid - 128, lane = ct & 31;
+      const int row0 = q0 + (ct >> 7) * 64 + ((ct >> 5) & 3) * 16 + (lane >> 2);
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        if (row0 + 8 * r < p.seqlen_q) write_empty_row<Elem, D>(p, b, h, row0 + 8 * r, lane & 3);
+    }
+    return;
+  }
+  // Key tiles are processed from the last one down (masked tiles first): step i
+  // handles tile n_kt - 1 - i, its K in K stage i % NK and its V in V stage i % NV.
+  auto tile_of = [&](int i) { return n_kt - 1 - i; };
+
+  if (tid == 0) {
+    mbar_init(barQ, 1);
+#pragma unroll
+    for (int s = 0; s < NK; ++s) {
+      mbar_init(full_k(s), 1);
+      mbar_init(empty_k(s), 256);
+    }
+#pragma unroll
+    for (int s = 0; s < NV; ++s) {
+      mbar_init(full_v(s), 1);
+      mbar_init(empty_v(s), 256);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (tid < 128) {  // producer warpgroup: one thread issues every copy
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (tid == 0) {
+      mbar_arrive_expect_tx(barQ, kQBytes);
+#pragma unroll
+      for (int blk = 0; blk < D / 64; ++blk) tma_load_4d(sQ + blk * BM * 128, &tm.q, barQ, blk * 64, q0, h, b);
+      auto load_k = [&](int i) {
+        const int s = i % NK;
+        if (i >= NK) mbar_wait(empty_k(s), (i / NK - 1) & 1);
+        mbar_arrive_expect_tx(full_k(s), kKVBytes);
+#pragma unroll
+        for (int blk = 0; blk < D / 64; ++blk)
+          tma_load_4d(sK0 + s * kKVBytes + blk * BN * 128, &tm.k, full_k(s), blk * 64, tile_of(i) * BN, hk, b);
+      };
+      auto load_v = [&](int i) {
+        const int s = i % NV;
+        if (i >= NV) mbar_wait(empty_v(s), (i / NV - 1) & 1);
+        mbar_arrive_expect_tx(full_v(s), kKVBytes);
+#pragma unroll
+        for (int blk = 0; blk < D / 64; ++blk)
+          tma_load_4d(sV0 + s * kKVBytes + blk * BN * 128, &tm.v, full_v(s), blk * 64, tile_of(i) * BN, hk, b);
+      };
+      load_k(0);
+      for (int i = 1; i < n_kt; ++i) {
+        load_k(i);
+        load_v(i - 1);
+      }
+      load_v(n_kt - 1);
+    }
+    return;  // the CTA (and its barriers) lives on until the consumers finish
+  }
+
+  setmaxnreg_inc<Cfg::kConsumerRegs>();
+  const int ct   = tid - 128;
+  const int cw   = ct >> 7;         // consumer warpgroup: query rows 64 cw ..
+  const int warp = (ct >> 5) & 3;   // rows + 16 warp
+  const int lane = ct & 31;
+  const int g    = lane >> 2;
+  const int t    = lane & 3;
+  const int wrow = cw * 64 + warp * 16;
+
+  const int lim_min = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q0);
+  int lim[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = q0 + wrow + g + 8 * r;
+    lim[r] = row < p.seqlen_q ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, row)
+                              : 0;
+  }
+
+  float o[NO];
+#pragma unroll
+  for (int i = 0; i < NO; ++i) o[i] = 0.f;
+  float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
+  const float sl2 = p.scale * kLog2e;
+  float s[NS];
+  uint32_t pa[BN / 16][4];
+
+  auto issue_s = [&](uint32_t sK) {  // S = Q K^T, this warpgroup's 64 rows x BN keys
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      if constexpr (BN == 128)
+        wgmma_ss_m64n128k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
+      else
+        wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
+    }
+    wgmma_commit();
+  };
+  auto issue_pv = [&](uint32_t sV) {  // O += P V, P from registers, V read transposed
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      if constexpr (D == 128)
+        wgmma_rs_m64n128k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
+      else
+        wgmma_rs_m64n64k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
+    }
+    wgmma_commit();
+  };
+  // Mask and online softmax of S in place (P, fp32): the same arithmetic as the
+  // ping-pong kernel. Returns whether O needs the rescale (a row of the warp got a
+  // new max).
+  auto softmax = [&](int k0, float (&alpha)[2]) {
+    if (k0 + BN > lim_min) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        const int c = k0 + j * 8 + 2 * t;
+        if (c >= lim[0]) s[4 * j + 0] = -INFINITY;
+        if (c + 1 >= lim[0]) s[4 * j + 1] = -INFINITY;
+        if (c >= lim[1]) s[4 * j + 2] = -INFINITY;
+        if (c + 1 >= lim[1]) s[4 * j + 3] = -INFINITY;
+      }
+    }
+    bool grew = false;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
+      mx                = quad_max(mx);
+      const float m_new = fmaxf(mrow[r], mx * sl2);
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // empty-row guard (SPEC §1.3)
+      alpha[r]          = ex2(mrow[r] - m_use);
+      grew              = grew || m_new != mrow[r];
+      mrow[r]           = m_new;
+      float sum         = 0.f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        s[4 * j + 2 * r]     = ex2(fmaf(s[4 * j + 2 * r], sl2, -m_use));
+        s[4 * j + 2 * r + 1] = ex2(fmaf(s[4 * j + 2 * r + 1], sl2, -m_use));
+        sum += s[4 * j + 2 * r] + s[4 * j + 2 * r + 1];
+      }
+      lrow[r] = lrow[r] * alpha[r] + sum;
+    }
+    return __any_sync(0xffffffffu, grew);
+  };
+  auto rescale_o = [&](const float (&alpha)[2]) {
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      o[4 * j + 0] *= alpha[0];
+      o[4 * j + 1] *= alpha[0];
+      o[4 * j + 2] *= alpha[1];
+      o[4 * j + 3] *= alpha[1];
+    }
+  };
+  auto pack_p = [&] {  // the S accumulators of keys 16 kk.. are the A operand of step kk
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pa[kk][0] = Ops::pack(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = Ops::pack(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = Ops::pack(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = Ops::pack(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+
+  // Turns: consumer warpgroup 0 goes first (warpgroup 1 pre-arrives on its barrier);
+  // every turn ends with an arrive on the other's barrier, and warpgroup 1 skips its
+  // last one so the counts balance.
+  const int turn_mine = 1 + cw, turn_other = 1 + (cw ^ 1);
+  if (cw == 1) named_barrier_arrive(turn_other, 256);
+  mbar_wait(barQ, 0);
+
+  // Step 0: S_0 alone.
+  mbar_wait(full_k(0), 0);
+  named_barrier(turn_mine, 256);
+  fence_regs(s);
+  wgmma_fence();
+  issue_s(sK0);
+  if (!(cw == 1 && n_kt == 1)) named_barrier_arrive(turn_other, 256);
+  wgmma_wait<0>();
+  fence_regs(s);
+  mbar_arrive(empty_k(0));
+  {
+    float alpha[2];
+    softmax(tile_of(0) * BN, alpha);  // O is still 0: no rescale
+  }
+  pack_p();
+
+  for (int i = 1; i < n_kt; ++i) {
+    const int sk = i % NK, sv = (i - 1) % NV;
+    mbar_wait(full_k(sk), (i / NK) & 1);
+    mbar_wait(full_v(sv), ((i - 1) / NV) & 1);
+    named_barrier(turn_mine, 256);
+    fence_regs(s);
+    fence_regs(o);
+    fence_regs(pa);
+    wgmma_fence();
+    issue_s(sK0 + sk * kKVBytes);
+    issue_pv(sV0 + sv * kKVBytes);
+    if (!(cw == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, 256);
+    wgmma_wait<1>();  // S_i in; P_{i-1} V_{i-1} may still run
+    fence_regs(s);
+    mbar_arrive(empty_k(sk));
+    float alpha[2];
+    const bool grew = softmax(tile_of(i) * BN, alpha);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pa);  // P_{i-1}'s registers stay untouched until its product is done
+    mbar_arrive(empty_v(sv));
+    if (grew) rescale_o(alpha);
+    pack_p();
+  }
+
+  // Tail: P_{n-1} V_{n-1}, outside the turns (the other warpgroup's products may
+  // run beside it).
+  {
+    const int sv = (n_kt - 1) % NV;
+    mbar_wait(full_v(sv), ((n_kt - 1) / NV) & 1);
+    fence_regs(o);
+    fence_regs(pa);
+    wgmma_fence();
+    issue_pv(sV0 + sv * kKVBytes);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pa);
+    mbar_arrive(empty_v(sv));
+  }
+
+  // Epilogue: merge into the incoming state, or write the final O and LSE (direct mode).
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float l_loc = quad_sum(lrow[r]);
+    const int row     = q0 + wrow + g + 8 * r;
+    if (row >= p.seqlen_q) continue;
+    finish_row<Elem, D>(p, b, h, row, t, mrow[r], l_loc,
+                        [&](int j) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
+  }
+}
+
+/// Launches the warp-specialized forward; returns false (nothing launched) when TMA
+/// cannot describe Q, K or V, so the caller takes Cfg::Fallback.
+template <class Cfg, class Elem>
+bool launch_attn_fwd_ws(const AttnFwdParams& p, cudaStream_t stream) {
+  FwdTensorMaps tm{};
+  constexpr bool bf16 = std::is_same<Elem, __nv_bfloat16>::value;
+  if (!encode_tile_tensor_map(&tm.q, p.q, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.q_row_stride,
+                              p.q_head_stride, p.q_batch_stride, Cfg::kBlockM) ||
+      !encode_tile_tensor_map(&tm.k, p.k, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
+                              p.k_head_stride, p.k_batch_stride, Cfg::kBlockN) ||
+      !encode_tile_tensor_map(&tm.v, p.v, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
+                              p.v_head_stride, p.v_batch_stride, Cfg::kBlockN))
+    return false;
+  const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  const dim3 grid(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch));
+  auto kernel = attn_fwd_ws_kernel<Cfg, Elem>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err == cudaSuccess) {
+    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p, tm);
+    err = cudaGetLastError();
+  }
+  check_launch(err, "attn_fwd_ws_kernel");
+  return true;
+}
+
+}  // namespace DistAttn::Impl::cuda
