@@ -25,6 +25,9 @@
 // the wait (NOTES.md run 27). Here a turn carries two products, and the softmax has
 // the rest of its own turn plus the other warpgroup's whole turn to run under.
 //
+// WsFwdTile::kOverlap = false keeps this kernel's producer and pipelines but runs
+// the plain ping-pong turns (S_i; softmax; P_i V_i), to tell the two changes apart.
+//
 // Rescale order: O after step i is (O_{i-1} + P_{i-1} V_{i-1}) * alpha_i with
 // alpha_i = 2^(m_{i-1} - m_i): P_{i-1} was formed against m_{i-1}, so the one
 // rescale after the product keeps O relative to the current maxima.
@@ -131,12 +134,19 @@ __global__ void __launch_bounds__(384, 1)
         for (int blk = 0; blk < D / 64; ++blk)
           tma_load_4d(sV0 + s * kKVBytes + blk * BN * 128, &tm.v, full_v(s), blk * 64, tile_of(i) * BN, hk, b);
       };
-      load_k(0);
-      for (int i = 1; i < n_kt; ++i) {
-        load_k(i);
-        load_v(i - 1);
+      if constexpr (Cfg::kOverlap) {  // V of a tile is consumed a step after its K
+        load_k(0);
+        for (int i = 1; i < n_kt; ++i) {
+          load_k(i);
+          load_v(i - 1);
+        }
+        load_v(n_kt - 1);
+      } else {
+        for (int i = 0; i < n_kt; ++i) {
+          load_k(i);
+          load_v(i);
+        }
       }
-      load_v(n_kt - 1);
     }
     return;  // the CTA (and its barriers) lives on until the consumers finish
   }
@@ -250,60 +260,91 @@ __global__ void __launch_bounds__(384, 1)
   if (cw == 1) named_barrier_arrive(turn_other, 256);
   mbar_wait(barQ, 0);
 
-  // Step 0: S_0 alone.
-  mbar_wait(full_k(0), 0);
-  named_barrier(turn_mine, 256);
-  fence_regs(s);
-  wgmma_fence();
-  issue_s(sK0);
-  if (!(cw == 1 && n_kt == 1)) named_barrier_arrive(turn_other, 256);
-  wgmma_wait<0>();
-  fence_regs(s);
-  mbar_arrive(empty_k(0));
-  {
-    float alpha[2];
-    softmax(tile_of(0) * BN, alpha);  // O is still 0: no rescale
-  }
-  pack_p();
-
-  for (int i = 1; i < n_kt; ++i) {
-    const int sk = i % NK, sv = (i - 1) % NV;
-    mbar_wait(full_k(sk), (i / NK) & 1);
-    mbar_wait(full_v(sv), ((i - 1) / NV) & 1);
+  if constexpr (Cfg::kOverlap) {
+    // Step 0: S_0 alone.
+    mbar_wait(full_k(0), 0);
     named_barrier(turn_mine, 256);
     fence_regs(s);
-    fence_regs(o);
-    fence_regs(pa);
     wgmma_fence();
-    issue_s(sK0 + sk * kKVBytes);
-    issue_pv(sV0 + sv * kKVBytes);
-    if (!(cw == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, 256);
-    wgmma_wait<1>();  // S_i in; P_{i-1} V_{i-1} may still run
+    issue_s(sK0);
+    if (!(cw == 1 && n_kt == 1)) named_barrier_arrive(turn_other, 256);
+    wgmma_wait<0>();
     fence_regs(s);
-    mbar_arrive(empty_k(sk));
-    float alpha[2];
-    const bool grew = softmax(tile_of(i) * BN, alpha);
-    wgmma_wait<0>();
-    fence_regs(o);
-    fence_regs(pa);  // P_{i-1}'s registers stay untouched until its product is done
-    mbar_arrive(empty_v(sv));
-    if (grew) rescale_o(alpha);
+    mbar_arrive(empty_k(0));
+    {
+      float alpha[2];
+      softmax(tile_of(0) * BN, alpha);  // O is still 0: no rescale
+    }
     pack_p();
-  }
 
-  // Tail: P_{n-1} V_{n-1}, outside the turns (the other warpgroup's products may
-  // run beside it).
-  {
-    const int sv = (n_kt - 1) % NV;
-    mbar_wait(full_v(sv), ((n_kt - 1) / NV) & 1);
-    fence_regs(o);
-    fence_regs(pa);
-    wgmma_fence();
-    issue_pv(sV0 + sv * kKVBytes);
-    wgmma_wait<0>();
-    fence_regs(o);
-    fence_regs(pa);
-    mbar_arrive(empty_v(sv));
+    for (int i = 1; i < n_kt; ++i) {
+      const int sk = i % NK, sv = (i - 1) % NV;
+      mbar_wait(full_k(sk), (i / NK) & 1);
+      mbar_wait(full_v(sv), ((i - 1) / NV) & 1);
+      named_barrier(turn_mine, 256);
+      fence_regs(s);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      issue_s(sK0 + sk * kKVBytes);
+      issue_pv(sV0 + sv * kKVBytes);
+      if (!(cw == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, 256);
+      wgmma_wait<1>();  // S_i in; P_{i-1} V_{i-1} may still run
+      fence_regs(s);
+      mbar_arrive(empty_k(sk));
+      float alpha[2];
+      const bool grew = softmax(tile_of(i) * BN, alpha);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);  // P_{i-1}'s registers stay untouched until its product is done
+      mbar_arrive(empty_v(sv));
+      if (grew) rescale_o(alpha);
+      pack_p();
+    }
+
+    // Tail: P_{n-1} V_{n-1}, outside the turns (the other warpgroup's products may
+    // run beside it).
+    {
+      const int sv = (n_kt - 1) % NV;
+      mbar_wait(full_v(sv), ((n_kt - 1) / NV) & 1);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      issue_pv(sV0 + sv * kKVBytes);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);
+      mbar_arrive(empty_v(sv));
+    }
+  } else {
+    // The ping-pong alone (the schedule of attn_fwd_wgmma_sm90.cuh with this kernel's
+    // producer): S_i in one turn, its softmax, P_i V_i in the next turn.
+    for (int i = 0; i < n_kt; ++i) {
+      const int sk = i % NK, sv = i % NV;
+      mbar_wait(full_k(sk), (i / NK) & 1);
+      named_barrier(turn_mine, 256);
+      fence_regs(s);
+      wgmma_fence();
+      issue_s(sK0 + sk * kKVBytes);
+      named_barrier_arrive(turn_other, 256);
+      wgmma_wait<0>();
+      fence_regs(s);
+      mbar_arrive(empty_k(sk));
+      float alpha[2];
+      if (softmax(tile_of(i) * BN, alpha)) rescale_o(alpha);
+      pack_p();
+      mbar_wait(full_v(sv), (i / NV) & 1);
+      named_barrier(turn_mine, 256);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+      issue_pv(sV0 + sv * kKVBytes);
+      if (!(cw == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, 256);
+      wgmma_wait<0>();
+      fence_regs(o);
+      fence_regs(pa);
+      mbar_arrive(empty_v(sv));
+    }
   }
 
   // Epilogue: merge into the incoming state, or write the final O and LSE (direct mode).

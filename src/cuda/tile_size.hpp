@@ -103,8 +103,11 @@ struct WgFwdTile {
 /// the softmax of S_i under them) inside the ping-pong turns. Needs TMA descriptors
 /// of Q, K and V; otherwise the launcher takes Fallback (the cp.async ping-pong).
 /// Registers: 128 x kProducerRegs + 256 x kConsumerRegs <= 64K, each a multiple of 8.
-template <int kHeadDim_, int kBlockN_, int kStagesK_ = 2, int kStagesV_ = 2>
+template <int kHeadDim_, int kBlockN_, int kStagesK_ = 2, int kStagesV_ = 2, bool kOverlap_ = true>
 struct WsFwdTile {
+  // false: the plain ping-pong turns (S; softmax; P V) on the same producer and
+  // pipelines, a bench reference that separates the two changes.
+  static constexpr bool kOverlap  = kOverlap_;
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = 128;
   static constexpr int kBlockN    = kBlockN_;
