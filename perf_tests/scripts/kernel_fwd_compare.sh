@@ -12,6 +12,8 @@
 #      d = 64 (H = 64), S = 8K, 16K, 32K, causal and non-causal;
 #   4. the library forward (attn_perf --dir fwd, sampled fp64 check) for both
 #      variants, and PyTorch SDPA (cuDNN, flash) on the same shapes.
+#   NCU=1 adds ncu stall reasons and pipe utilization of every --fwd-only kernel at
+#   d = 128, S = 8K, causal (about a minute more).
 # Logs go to $OUT (default /tmp/fwd_compare_out); the summary is printed at the end.
 set -u
 BIN=${1:-.gpu/bin}
@@ -79,6 +81,12 @@ stamp "attn_perf --dir fwd (both variants) and SDPA"
     done
   done
 } > "$OUT/api.log" 2>&1
+if [ "${NCU:-0}" = 1 ]; then
+  stamp "ncu (stall reasons, pipes)"
+  timeout 150 ncu --clock-control none --kernel-name regex:attn_fwd --metrics \
+    'regex:smsp__warp_issue_stalled_.*_per_warp_active.pct,regex:sm__pipe_(tensor_op_gmma|tensor|alu|fma|xu|shared)_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,gpu__time_duration.sum' \
+    "$BENCH" --fwd-only -s 8192 --dim 128 -w 0 -n 1 > "$OUT/ncu.txt" 2>&1
+fi
 stamp "done"
 
 echo "===== summary ($(head -1 "$OUT/env.txt"))"
@@ -88,3 +96,5 @@ grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/sanitizer.log"
 grep -E "^#.*bench|fwd" "$OUT/bench.log"
 cat "$OUT/sass.txt"
 grep -vE "^#" "$OUT/api.log"
+[ -f "$OUT/ncu.txt" ] && grep -E "attn_fwd|stalled|pipe_|issue_active|registers|duration" "$OUT/ncu.txt" |
+  awk '$NF+0 >= 1 || /attn_fwd|duration|registers/' | sed 's/_per_warp_active.pct//; s/.avg.pct_of_peak_sustained_active//' | cut -c1-160
