@@ -29,6 +29,18 @@ PERF=$BIN/attn_perf
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader > "$OUT/env.txt" 2>&1
 date -u >> "$OUT/env.txt"
 
+# A hang in a new kernel must not eat the call: one small launch of every variant
+# first, and on a timeout or crash only the default forward's tests run.
+stamp "smoke (every --fwd-only variant, small)"
+timeout 30 "$BENCH" --fwd-only -s 1000 --heads 2 -w 0 -n 1 > "$OUT/smoke.log" 2>&1
+SMOKE=$?
+cat "$OUT/smoke.log"
+if [ $SMOKE -ne 0 ]; then
+  stamp "SMOKE FAILED (rc=$SMOKE): the default forward's tests only"
+  timeout 120 "$TEST" --gtest_filter='*Forward*:*DispatchSeam*' 2>&1 | tail -5
+  exit 1
+fi
+
 stamp "unit tests (ws, then default)"
 {
   echo "===== DISTATTN_FWD_VARIANT=ws"
