@@ -281,6 +281,7 @@ int main(int argc, char** argv) {
         fwd_row<WsFwdTile<128, 128, 3, 3>>("ws overlap 128x128 K3 V3", b, causal, w, n, false);
         fwd_row<WsFwdTile<128, 128, 3, 2>>("ws overlap 128x128 K3 V2", b, causal, w, n, false);
         fwd_row<WsFwdTile<128, 128, 2, 2, false>>("ws no overlap 128x128 K2 V2", b, causal, w, n, false);
+        fwd_row<WsFwdTile<128, 176, 2, 2>>("ws overlap 128x176 K2 V2", b, causal, w, n, false);
       } else {
         fwd_row<FwdTileD64>("shipped", b, causal, w, n, true);
         fwd_row<WsFwdTile<64, 128, 2, 2>>("ws overlap 128x128 K2 V2", b, causal, w, n, false);

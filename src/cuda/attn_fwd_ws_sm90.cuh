@@ -56,7 +56,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int NO = D / 2;   // O accumulator floats per thread
   constexpr uint32_t kQBytes  = BM * D * 2;
   constexpr uint32_t kKVBytes = BN * D * 2;
-  static_assert(BN == 64 || BN == 128, "S = Q K^T is one m64n64 or m64n128 product per k step");
+  static_assert(BN == 64 || BN == 128 || BN == 176, "S = Q K^T is one m64n64, m64n128 or m64n176 product per k step");
   static_assert(D == 64 || D == 128, "O += P V is one m64n64 or m64n128 product per k step");
 
   extern __shared__ __align__(128) unsigned char smem[];
@@ -180,7 +180,9 @@ __global__ void __launch_bounds__(384, 1)
   auto issue_s = [&](uint32_t sK) {  // S = Q K^T, this warpgroup's 64 rows x BN keys
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      if constexpr (BN == 128)
+      if constexpr (BN == 176)
+        wgmma_ss_m64n176k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
+      else if constexpr (BN == 128)
         wgmma_ss_m64n128k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
       else
         wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);

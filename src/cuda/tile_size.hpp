@@ -120,7 +120,8 @@ struct WsFwdTile {
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
-  using Fallback = WgFwdTile<kHeadDim_, kBlockN_, true, false>;
+  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176, "S = Q K^T is one m64n{64,128,176} product per k step");
+  using Fallback = WgFwdTile<kHeadDim_, (kBlockN_ > 128 ? 128 : kBlockN_), true, false>;
   // Q + the K and V stages, 16-bit, + 1 KB of alignment slack + the mbarriers (Q,
   // full and empty per stage).
   static constexpr int kSmemBytes =
