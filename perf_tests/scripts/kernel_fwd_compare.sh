@@ -11,7 +11,7 @@
 #   3. kernel-only forward timings (attn_cuda_bench --fwd-only): d = 128 (H = 32) and
 #      d = 64 (H = 64), S = 8K, 16K, 32K, causal and non-causal;
 #   4. the library forward (attn_perf --dir fwd, sampled fp64 check) for both
-#      variants, and PyTorch SDPA (cuDNN, flash) on the same shapes.
+#      variants, and PyTorch SDPA (cuDNN, flash; forward only) on the same shapes.
 #   NCU=1 adds ncu stall reasons and pipe utilization of every --fwd-only kernel at
 #   d = 128, S = 8K, causal (about a minute more).
 # Logs go to $OUT (default /tmp/fwd_compare_out); the summary is printed at the end.
@@ -89,7 +89,7 @@ stamp "attn_perf --dir fwd (both variants) and SDPA"
           --causal "$causal" --dir fwd -w 2 -n 10 -c 1 --path cuda | grep -vE "^# (Out|Test)"
       done
       timeout 100 python3 perf_tests/scripts/sdpa_baseline.py --seqs 8192 16384 32768 --heads "$1" --dim "$2" \
-        --causal "$causal" --iters 10 | grep -v "^# torch"
+        --causal "$causal" --iters 10 --fwd-only | grep -v "^# torch"
     done
   done
 } > "$OUT/api.log" 2>&1

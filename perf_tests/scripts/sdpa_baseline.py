@@ -3,7 +3,7 @@
 (forward 4*B*H*S^2*d, halved when causal; backward 2.5x), median of CUDA-event
 timings after warm-up, one row per (backend, S). Prints a table and optional JSON.
 
-  python3 sdpa_baseline.py --seqs 8192 32768 --heads 32 --dim 128 --dtype bf16 --causal 1 [--json out.json]
+  python3 sdpa_baseline.py --seqs 8192 32768 --heads 32 --dim 128 --dtype bf16 --causal 1 [--fwd-only] [--json out.json]
 """
 import argparse, json, statistics, sys
 
@@ -38,6 +38,7 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--backends", nargs="+", default=["cudnn", "flash"])
+    p.add_argument("--fwd-only", action="store_true", help="time the forward only (bwd columns print nan)")
     p.add_argument("--json", default="")
     a = p.parse_args()
     dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
@@ -58,9 +59,11 @@ def main():
                 with sdpa_kernel(backends[name]):
                     fwd = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(a.causal))
                     tf = time_cuda(fwd, a.warmup, a.iters)
-                    out = fwd()
-                    bwd = lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
-                    tb = time_cuda(bwd, a.warmup, a.iters)
+                    tb = float("nan")
+                    if not a.fwd_only:
+                        out = fwd()
+                        bwd = lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+                        tb = time_cuda(bwd, a.warmup, a.iters)
             except Exception as e:  # a backend that does not support the shape is reported, not hidden
                 print(f"  {name:>9} {S:>7} unavailable: {str(e).splitlines()[0][:80]}")
                 continue
