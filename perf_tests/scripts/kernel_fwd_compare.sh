@@ -72,7 +72,7 @@ stamp "kernel bench (--fwd-only)"
 
 stamp "SASS facts"
 {
-  cuobjdump --dump-resource-usage "$BENCH" 2>&1 | grep -A1 "attn_fwd_ws_kernel" | grep -oE "WsFwdTileILi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+E|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+" | paste - - - -
+  cuobjdump --dump-resource-usage "$BENCH" 2>&1 | grep -A1 "attn_fwd_ws_kernel" | grep -oE "WsFwdTileILi[0-9]+ELi[0-9]+ELi[0-9]+ELi[0-9]+ELb[01]E|REG:[0-9]+|STACK:[0-9]+|SHARED:[0-9]+" | paste - - - -
   cuobjdump -sass "$BENCH" | awk '/Function : .*attn_fwd_ws_kernel/{on=1} /Function : /&&!/attn_fwd_ws_kernel/{on=0} on' > "$OUT/ws.sass"
   echo "ws kernels: HGMMA $(grep -c HGMMA "$OUT/ws.sass")  LDL $(grep -c LDL "$OUT/ws.sass")  STL $(grep -c STL "$OUT/ws.sass")  SETMAXNREG $(grep -ciE "SETMAXREG|SETMAXNREG" "$OUT/ws.sass")"
 } > "$OUT/sass.txt" 2>&1
