@@ -26,8 +26,8 @@ using Counter = Impl::AllocationCounter;
 
 /// One rank's inputs and outputs of a pass, labelled outside the library's prefix.
 struct Tensors {
-  Tensor4<T, Kokkos::HostSpace> q, k, v, o, dout, dq, dk, dv;
-  RowStats<Acc, Kokkos::HostSpace> lse;
+  Tensor4<T, Mem> q, k, v, o, dout, dq, dk, dv;
+  RowStats<Acc, Mem> lse;
   Tensors(int B, int c, int H, int Hkv, int D, std::uint64_t seed = shared_seed())
       : q("q", B, c, H, D), k("k", B, c, Hkv, D), v("v", B, c, Hkv, D), o("o", B, c, H, D), dout("do", B, c, H, D),
         dq("dq", B, c, H, D), dk("dk", B, c, Hkv, D), dv("dv", B, c, Hkv, D), lse("lse", B, H, c) {
@@ -54,7 +54,9 @@ RingOptions ring_options(RingKind kind, std::size_t limit = 0, int head_group = 
 
 /// Every output of `a` and `b` equal bit for bit.
 void expect_same_outputs(const Tensors& a, const Tensors& b, const std::string& what) {
-  auto same = [&](const auto& x, const auto& y, const char* name) {
+  auto same = [&](const auto& xd, const auto& yd, const char* name) {
+    auto x = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), xd);
+    auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), yd);
     for (std::size_t i = 0; i < x.span(); ++i)
       if (x.data()[i] != y.data()[i]) {
         ADD_FAILURE() << what << ": " << name << " differs at element " << i << " on rank " << world_rank();

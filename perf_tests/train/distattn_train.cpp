@@ -4,7 +4,10 @@
 // Prints a progress line per step and one summary row per policy: step time
 // (median over steps of the maximum over ranks; also CPU time), tokens/s, model
 // TFLOP/s, attention forwards per layer, and memory per rank. Policies must give
-// identical losses (their gradients are bitwise identical); the run fails otherwise.
+// identical losses (their gradients are bitwise identical) when the attention
+// kernels are deterministic (CPU builds, or --deterministic), and losses within a
+// tolerance of the element type otherwise (the tuned GPU backward adds dQ with
+// atomics, so its last bits vary from run to run); the run fails otherwise.
 
 #include "common/communicator_choice.hpp"
 #include "common/timer.hpp"
@@ -16,7 +19,10 @@
 #include <mpi.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -150,6 +156,26 @@ PolicyResult run_policy(const Options& o, Communicator<CommSpace, Exec>& comm, c
   return r;
 }
 
+/// 0 (bitwise) where every kernel is deterministic; else a few units of the
+/// element type's rounding, which run-to-run differences of the atomically added
+/// dQ grow to over a few steps.
+template <class T>
+double loss_tolerance(const Options& o) {
+#if defined(KOKKOS_ENABLE_CUDA)
+  if (!o.deterministic) return Impl::is_16bit_v<T> ? 2e-2 : std::is_same<T, float>::value ? 1e-4 : 1e-10;
+#endif
+  (void)o;
+  return 0;
+}
+
+double max_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
+  double d = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) d = std::max(d, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-300));
+  return d;
+}
+
 int expected_calls(CheckpointPolicy p) { return p == CheckpointPolicy::LayerBoundary ? 2 : 1; }
 
 template <class T, class CommSpace, class Attn>
@@ -179,37 +205,56 @@ int run_all(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& c
                   saved / 1048576.0, held / 1048576.0, peak / 1048576.0,
                   calls_ok ? "" : "  WRONG attention forward count");
   }
-  for (const auto& r : results)
-    if (r.losses != results[0].losses) {
+  const double tol = loss_tolerance<T>(o);
+  double worst     = 0;
+  for (const auto& r : results) {
+    const double d = max_relative_difference(r.losses, results[0].losses);
+    worst          = std::max(worst, d);
+    if (d > tol) {
       ++bad;
       if (comm.rank() == 0)
-        std::printf("# %s: losses differ from %s's (gradients must be identical across policies)\n",
-                    to_string(r.policy), to_string(results[0].policy));
+        std::printf("# %s: losses differ from %s's by %.3e relative (allowed %.1e)\n", to_string(r.policy),
+                    to_string(results[0].policy), d, tol);
     }
-  if (comm.rank() == 0 && results.size() > 1 && bad == 0)
-    std::printf("# losses identical across policies: yes\n");
+  }
+  if (comm.rank() == 0 && results.size() > 1 && bad == 0) {
+    if (tol == 0) std::printf("# losses identical across policies: yes\n");
+    else std::printf("# losses across policies within %.1e relative (largest difference %.3e; non-deterministic kernels)\n", tol, worst);
+  }
   return bad;
 }
 
 template <class T, class CommSpace>
-int run_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute) {
+int run_with_comm(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute) {
   const int P = comm.size();
   DISTATTN_REQUIRE(o.seq % P == 0, "distattn-train", "--seq (" << o.seq << ") must be a multiple of the ranks (" << P << ")");
   const int chunk = int(o.seq / P);
   if (o.schedule == "grid2d-no" || o.schedule == "grid2d-o") {
     Grid2DOptions g;
-    g.variant = o.schedule == "grid2d-no" ? Grid2DVariant::NO : Grid2DVariant::O;
+    g.variant            = o.schedule == "grid2d-no" ? Grid2DVariant::NO : Grid2DVariant::O;
+    g.attn.deterministic = o.deterministic;
     Grid2DAttention<T, CommSpace, Exec> attn(comm, 0, 0, compute, o.batch, o.seq, o.cfg.heads, o.cfg.kv_heads,
                                              o.cfg.head_dim, g);
     return run_all<T>(o, comm, compute, attn);
   }
   RingOptions r;
+  r.attn.deterministic = o.deterministic;
   if (o.schedule == "ring") r.kind = RingKind::Vanilla;
   else if (o.schedule == "balanced") r.kind = RingKind::Balanced;
   else if (o.schedule == "zigzag") r.kind = RingKind::Zigzag;
   else throw InvalidArgument("--schedule: '" + o.schedule + "' is not ring, balanced, zigzag, grid2d-no or grid2d-o");
   RingAttention<T, CommSpace, Exec> attn(comm, compute, o.batch, chunk, o.cfg.heads, o.cfg.kv_heads, o.cfg.head_dim, r);
   return run_all<T>(o, comm, compute, attn);
+}
+
+template <class T, class CommSpace>
+int run_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute) {
+  if constexpr (Impl::is_16bit_v<T> && std::is_same<CommSpace, MpiSpace>::value) {
+    // MPI has no 16-bit floating sum for the weight-gradient all-reduce.
+    throw InvalidArgument("--dtype " + o.dtype + " needs --comm nccl (MPI has no 16-bit sum)");
+  } else {
+    return run_with_comm<T>(o, comm, compute);
+  }
 }
 
 template <class T>

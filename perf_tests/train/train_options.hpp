@@ -29,7 +29,7 @@ struct Options {
   double lr = 0.5;
   std::string dtype = "float";
   std::string comm;  // mpi | nccl; empty = nccl where built, else mpi
-  bool help = false;
+  bool deterministic = false, help = false;
 };
 
 /// The option table, bound to `o`; `policy` is the --policy text.
@@ -53,6 +53,8 @@ inline void add_options(CLI::App& app, Options& o, std::string& policy) {
   app.add_option("-w,--warmup", o.warmup, "warm-up steps")->check(at_least(0))->capture_default_str();
   app.add_option("--lr", o.lr, "SGD learning rate")->check(CLI::Range(0.0, 1e6))->capture_default_str();
   app.add_option("--dtype", o.dtype, "element type")->check(CLI::IsMember(Perf::dtype_choices()))->capture_default_str();
+  app.add_flag("--deterministic", o.deterministic,
+               "deterministic attention backward (slower on GPUs): policies' losses must then match bit for bit");
   app.add_option("--comm", o.comm, "transport (default nccl where built, else mpi)")
       ->check(CLI::IsMember({"mpi", "nccl"}));
 }

@@ -3,6 +3,7 @@
 /// Collectives of the NCCL transport, enqueued on the communicator's stream.
 /// Same semantics and counter convention as comm/mpi/collectives.hpp.
 
+#include <DistAttn/core/kokkos_compat.hpp>
 #include <DistAttn/comm/impl/view_checks.hpp>
 #include <DistAttn/comm/nccl/p2p.hpp>
 
@@ -21,9 +22,13 @@ void nccl_barrier(NcclComm& comm);
 
 template <class T>
 ncclDataType_t nccl_float_type() {
-  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                "DistAttn::reduce_scatter_sum and all_reduce_sum support float and double values");
-  return std::is_same<T, float>::value ? ncclFloat : ncclDouble;
+  constexpr bool bf16 = compat::has_bhalf && std::is_same<T, compat::bhalf_t>::value;
+  constexpr bool fp16 = compat::has_half && std::is_same<T, compat::half_t>::value;
+  static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value || bf16 || fp16,
+                "DistAttn::reduce_scatter_sum and all_reduce_sum over NCCL support float, double, bf16 and fp16");
+  if constexpr (bf16) return ncclBfloat16;
+  else if constexpr (fp16) return ncclFloat16;
+  else return std::is_same<T, float>::value ? ncclFloat : ncclDouble;
 }
 }  // namespace Impl
 
