@@ -1,7 +1,7 @@
 #pragma once
 /// @file attention.hpp
 /// The single-device building block: blockwise exact attention with mergeable
-/// partial states (SPEC §1). Every distributed schedule is written on these calls.
+/// partial states (docs/design/building_block.md). Every distributed schedule is written on these calls.
 ///
 ///   state = make_state(...)                       empty: acc = 0, m = -inf, l = 0
 ///   attention_fwd_update(exec, q, k, v, state)    fold one K/V block into the state
@@ -24,7 +24,7 @@
 namespace DistAttn {
 
 /// Running forward state of a block of query rows: unnormalized accumulator
-/// with row max m and row sum l, all in the accumulation type (SPEC §1.2).
+/// with row max m and row sum l, all in the accumulation type (building_block.md, Definitions).
 template <class Acc, class MemSpace>
 struct AttnState {
   Tensor4<Acc, MemSpace> acc;   // [B, S, H, D]
