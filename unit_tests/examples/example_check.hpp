@@ -1,8 +1,9 @@
 #pragma once
-// What the example programs (docs/api.md) need besides the library: a global
-// problem with fresh random inputs, identical on every rank, its fp64 reference,
-// and the comparison of each rank's real rows against it. The examples themselves
-// show only the API.
+// What the example programs (docs/api.md) share: the program frame (MPI, then
+// Kokkos), one rank's tensors, forward and backward with padded rows' dO zeroed,
+// and, besides the library, a global problem with fresh random inputs (identical on
+// every rank), its fp64 reference and the comparison of each rank's real rows
+// against it.
 
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/testing/reference.hpp>
@@ -111,5 +112,45 @@ struct Problem {
     return ok ? 0 : 1;
   }
 };
+
+/// The frame of every DistAttn program: MPI before Kokkos and after it, two
+/// instances of the default execution space (the first carries the transfers, the
+/// second the tiles: two streams on GPUs) and an MPI communicator over all ranks.
+/// Calls body(comm, compute), which returns the exit status.
+template <class F>
+int run_program(int argc, char** argv, F&& body) {
+  MPI_Init(&argc, &argv);  // DistAttn calls MPI only from this thread
+  int status = 1;
+  {
+    Kokkos::ScopeGuard kokkos(argc, argv);
+    using Exec = Kokkos::DefaultExecutionSpace;
+    auto inst  = DistAttn::split_instances(Exec(), 2);
+    auto comm  = DistAttn::Communicator<DistAttn::MpiSpace, Exec>::from_raw(MPI_COMM_WORLD, inst[0]);
+    status     = body(comm, inst[1]);
+  }
+  MPI_Finalize();
+  return status;
+}
+
+/// One rank's tensors for `pad`'s rows (placed by `rows`), filled from a fresh
+/// global problem; forward and backward of `attn`; the check against fp64.
+template <class Attn, class Exec>
+int forward_backward_checked(const char* name, Attn& attn, const Exec& compute, const DistAttn::SequencePadding& pad,
+                             const DistAttn::TokenLayout& rows, int B, int H, int Hkv, int D) {
+  using namespace DistAttn;
+  using Mem   = typename Exec::memory_space;
+  const int c = pad.chunk();
+  Tensor4<double, Mem> q("q", B, c, H, D), k("k", B, c, Hkv, D), v("v", B, c, Hkv, D), o("o", B, c, H, D);
+  Tensor4<double, Mem> dout("dout", B, c, H, D), dq("dq", B, c, H, D), dk("dk", B, c, Hkv, D), dv("dv", B, c, Hkv, D);
+  RowStats<double, Mem> lse("lse", B, H, c);
+  const Problem global(B, pad.tokens(), H, Hkv, D);
+  global.fill_inputs(q, k, v, dout, rows);  // local row i <- global token rows.position(i)
+  pad.zero_padding(compute, rows, dout);    // padded rows: dO = 0 (their q, k, v may be anything finite)
+
+  attn.forward(q, k, v, o, lse);
+  attn.backward(q, k, v, o, dout, lse, dq, dk, dv);
+  compute.fence();  // the results are complete on the compute instance
+  return global.check(name, rows, o, lse, dq, dk, dv);
+}
 
 }  // namespace Example

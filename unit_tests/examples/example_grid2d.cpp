@@ -8,41 +8,19 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);  // DistAttn calls MPI only from this thread
-  int status = 1;
-  {
-    Kokkos::ScopeGuard kokkos(argc, argv);
+  const std::string name = argc > 1 ? argv[1] : "no";
+  return Example::run_program(argc, argv, [&](auto& comm, const auto& compute) {
     using namespace DistAttn;
     using Exec = Kokkos::DefaultExecutionSpace;
-    using Mem  = Exec::memory_space;
-    const std::string name = argc > 1 ? argv[1] : "no";
-    const std::int64_t N   = 1001;
     const int B = 1, H = 6, Hkv = 2, D = 40;
-
-    auto inst = split_instances(Exec(), 2);
-    auto comm = Communicator<MpiSpace, Exec>::from_raw(MPI_COMM_WORLD, inst[0]);
     // The cyclic layout: local row i of rank p is token p + i P.
-    const SequencePadding pad(N, comm.size(), TokenLayout::Kind::Cyclic);
-    const TokenLayout rows = pad.layout(comm.rank());
+    const SequencePadding pad(1001, comm.size(), TokenLayout::Kind::Cyclic);
 
     Grid2DOptions opts;
     opts.variant = name == "o" ? Grid2DVariant::O : Grid2DVariant::NO;
-    // rows = cols = 0: the grid shape is chosen from P and the head counts.
-    Grid2DAttention<double, MpiSpace, Exec> a2d(comm, 0, 0, inst[1], B, pad.padded_tokens(), H, Hkv, D, opts);
-
-    const int n = a2d.shard_len();  // == pad.chunk()
-    Tensor4<double, Mem> q("q", B, n, H, D), k("k", B, n, Hkv, D), v("v", B, n, Hkv, D), o("o", B, n, H, D);
-    Tensor4<double, Mem> dout("dout", B, n, H, D), dq("dq", B, n, H, D), dk("dk", B, n, Hkv, D), dv("dv", B, n, Hkv, D);
-    RowStats<double, Mem> lse("lse", B, H, n);
-    const Example::Problem global(B, N, H, Hkv, D);
-    global.fill_inputs(q, k, v, dout, rows);
-    pad.zero_padding(inst[1], rows, dout);  // padded rows: dO = 0
-
-    a2d.forward(q, k, v, o, lse);
-    a2d.backward(q, k, v, o, dout, lse, dq, dk, dv);
-    inst[1].fence();
-    status = global.check(("attention2d " + name).c_str(), rows, o, lse, dq, dk, dv);
-  }
-  MPI_Finalize();
-  return status;
+    // rows = cols = 0: the grid shape is chosen from P and the head counts; N/P rows per rank.
+    Grid2DAttention<double, MpiSpace, Exec> a2d(comm, 0, 0, compute, B, pad.padded_tokens(), H, Hkv, D, opts);
+    return Example::forward_backward_checked(("attention2d " + name).c_str(), a2d, compute, pad,
+                                             pad.layout(comm.rank()), B, H, Hkv, D);
+  });
 }
