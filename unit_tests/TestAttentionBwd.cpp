@@ -91,7 +91,7 @@ TYPED_TEST(AttentionBwd, EmptyRowsGiveZeroGradientsWithoutNaN) {
 }
 
 // Q split in 2 and K/V split in 3 pieces: accumulating every (q piece, kv piece)
-// block's gradients gives the whole backward. This is the additivity of SPEC §1.6.
+// block's gradients gives the whole backward. This is the additivity of docs/design/building_block.md.
 TYPED_TEST(AttentionBwd, SumOfBlocksEqualsWhole) {
   using T   = TypeParam;
   using Acc = accum_t<T>;

@@ -327,7 +327,7 @@ TYPED_TEST(CudaKernels, ForwardMatchesReferenceAndPortable) {
   }
 }
 
-// Attention2D cyclic shards and step-like patterns (SPEC §1.5).
+// Attention2D cyclic shards and step-like patterns (docs/design/building_block.md, "The mask model").
 TYPED_TEST(CudaKernels, ForwardStridedMasks) {
   using T = TypeParam;
   for (int D : {64, 128}) {
@@ -620,7 +620,7 @@ TYPED_TEST(CudaKernels, PaddedHeadDims) {
 }
 
 // Q split in 2 and K/V in 3 strided pieces: the sum of the tuned per-block updates
-// equals the whole backward (SPEC §1.6 additivity).
+// equals the whole backward (additivity, docs/design/building_block.md).
 TYPED_TEST(CudaKernels, BackwardSumOfBlocksEqualsWhole) {
   using T = TypeParam;
   for (int D : {64, 128}) {

@@ -1,4 +1,4 @@
-// Attention2D layouts (SPEC §3.2-§3.4, §3.11.2, §3.12) against brute force:
+// Attention2D layouts (docs/design/schedules.md §2, §3) against brute force:
 // token sets are enumerated from their definitions by filtering positions, and
 // masks are checked against pos_q >= pos_k for every local pair.
 #include <DistAttn/core/error.hpp>
@@ -161,7 +161,7 @@ TEST(Grid2DLayout, AllGridsUpTo32x32) {
 }
 
 TEST(Grid2DLayout, SpecExample2x2) {
-  // SPEC §3.4 / §5.3 item 11: N = 8 on 2 x 2, scores 10/10/10/6 with p_{0,1} = 6.
+  // The 2 x 2 example of schedules.md §2: N = 8 on 2 x 2, scores 10/10/10/6 with p_{0,1} = 6.
   const Grid2DLayout g(2, 2, 8);
   int work[2][2] = {};
   for (int r = 0; r < 2; ++r)
@@ -248,7 +248,7 @@ TEST(Grid2DShape, MinimisesForwardVolume) {
   EXPECT_THROW(choose_grid_shape(0, 8, 8), InvalidArgument);
 }
 
-// SPEC §3.11.2's table (one head of dimension Hs, s x s grid, ring collectives).
+// The square-grid table of schedules.md §3 (one head of dimension Hs, s x s grid, ring collectives).
 TEST(Grid2DVolume, MatchesSpecTableOnSquareGrids) {
   for (int s = 1; s <= 8; ++s) {
     const std::int64_t P = s * s, N = 4 * P * 3, Hs = 64;

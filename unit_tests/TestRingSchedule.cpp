@@ -1,4 +1,4 @@
-// Ring schedules (SPEC §2.2-§2.4) checked against brute-force expectations:
+// Ring schedules (docs/design/schedules.md §1) checked against brute-force expectations:
 // coverage of every causal block, message matching, result routing, idle
 // fractions, the worked examples of §2.3.2 / §2.3.3 and the volume model.
 #include <DistAttn/core/error.hpp>
@@ -241,7 +241,7 @@ TEST(RingSchedule, FinishStep) {
   for (int P = 1; P <= 64; ++P) {
     const RingSchedule v(P, RingKind::Vanilla), b(P, RingKind::Balanced);
     for (int x = 0; x < P; ++x) {
-      // [REF]'s rule (SPEC §2.3.5), extended to odd P.
+      // [REF]'s rule (schedules.md §1.3), extended to odd P.
       EXPECT_EQ(b.finish_step(x), x <= P / 2 ? x : P / 2) << "P=" << P << " x=" << x;
       EXPECT_EQ(v.finish_step(x), x);
       // Vanilla backward: own blocks up to step x, dk/dv from rank x+t up to t = P-1-x.
@@ -254,7 +254,7 @@ TEST(RingSchedule, FinishStep) {
   EXPECT_EQ(RingSchedule(8, RingKind::Balanced).finish_step(0, Pass::Backward), 4);
 }
 
-// SPEC §2.3.2, 1-based as printed: entries (query owner, key owner), {0,0} = idle.
+// [DFA] Fig. 1b (schedules.md §1.3), 1-based as printed: entries (query owner, key owner), {0,0} = idle.
 TEST(RingSchedule, MatchesSpecTableP8) {
   const int table[8][5][2] = {
       {{1, 1}, {8, 1}, {7, 1}, {6, 1}, {0, 0}}, {{2, 2}, {2, 1}, {8, 2}, {7, 2}, {0, 0}},
@@ -291,7 +291,7 @@ TEST(RingSchedule, MatchesSpecTableP8) {
   for (int r = 0; r <= 4; ++r) EXPECT_TRUE(peers(r).empty()) << r;
 }
 
-// SPEC §2.3.3 odd example, 0-based.
+// The odd example of schedules.md §1.3 (P = 5), 0-based.
 TEST(RingSchedule, MatchesSpecOddExampleP5) {
   const RingSchedule s(5, RingKind::Balanced);
   ASSERT_EQ(s.num_steps(), 3);

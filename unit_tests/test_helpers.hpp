@@ -9,6 +9,7 @@
 
 #include <random>
 #include <string>
+#include <vector>
 
 namespace DistAttn::Test {
 
@@ -142,5 +143,17 @@ const char* type_name() {
 #define DISTATTN_TEST_16BIT_TYPES
 #endif
 using ElementTypes = ::testing::Types<float, double DISTATTN_TEST_16BIT_TYPES>;
+
+/// Expects f() to throw InvalidArgument whose message contains every word.
+template <class F>
+void expect_invalid_argument_mentioning(F&& f, const std::vector<std::string>& words) {
+  try {
+    f();
+    ADD_FAILURE() << "no InvalidArgument thrown";
+  } catch (const InvalidArgument& e) {
+    const std::string msg = e.what();
+    for (const auto& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
+  }
+}
 
 }  // namespace DistAttn::Test

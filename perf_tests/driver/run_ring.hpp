@@ -101,7 +101,7 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
     std::printf("# schedule %s  ranks %d  steps %d  seq %ld (chunk %d%s)  b %d h %d h_kv %d d %d  dtype %s causal %d\n",
                 o.schedule.c_str(), P, sched.num_steps(), N, c, long(c) * P != N ? ", padded" : "", o.batch, o.heads,
                 o.kv_heads, o.dim, o.dtype.c_str(), int(o.causal));
-    std::printf("# idle fraction: %.4f (SPEC 2.3.6 accounting), %.4f (paper's convention)\n", sched.idle_fraction(),
+    std::printf("# idle fraction: %.4f (docs/design/schedules.md 1.5 accounting), %.4f (paper's convention)\n", sched.idle_fraction(),
                 sched.idle_fraction_printed());
   };
   return run_executor<T>(o, run, compute, mpi);

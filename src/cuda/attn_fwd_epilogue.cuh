@@ -43,7 +43,7 @@ __device__ __forceinline__ void write_direct_row(const AttnFwdParams& p, int b, 
 
 /// Update mode: merges one row's block result (O unnormalized, row max m2 in base-2
 /// scaled units, row sum l_loc) into the incoming (acc, m, l). The loop starts from
-/// the empty state and the result is merged at the end (SPEC §1.3): equal to folding
+/// the empty state and the result is merged at the end (docs/design/building_block.md, Definitions): equal to folding
 /// the tiles into the state one by one, reading the old accumulator once. A row that
 /// saw nothing leaves the state untouched; an incoming m = -inf marks an empty state
 /// whose acc is ignored.

@@ -1,5 +1,5 @@
 #pragma once
-// Forward update kernel (SPEC §1.4) on mma.sync tensor cores, FlashAttention-2
+// Forward update kernel (docs/design/building_block.md, "The update") on mma.sync tensor cores, FlashAttention-2
 // structure: one CTA per (query tile, head, batch); every warp owns 16 or 32 query
 // rows (FwdTile::kRowsPerWarp) and keeps their O accumulator and (m, l) in registers
 // while the CTA streams K/V tiles through two shared-memory stages (cp.async, one
@@ -19,7 +19,7 @@
 // come first, and the rest run the unmasked code path.
 //
 // State semantics: the loop starts from the empty state and the result is merged
-// into the incoming state at the end (SPEC §1.3), which equals folding the tiles
+// into the incoming state at the end (building_block.md), which equals folding the tiles
 // into it one by one (the merge is associative) and reads the old accumulator once,
 // late, instead of holding it in registers for the whole CTA. Rows that see no
 // admissible key leave (acc, m, l) untouched; rows whose incoming m is -inf are
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
         for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[mt][j][2 * r], s[mt][j][2 * r + 1]));
         mx                = quad_max(mx);
         const float m_new = fmaxf(mrow[mt][r], mx * sl2);
-        // Empty-row guard (SPEC §1.3): with m_new = -inf every p and alpha is 0.
+        // Empty-row guard (building_block.md): with m_new = -inf every p and alpha is 0.
         const float m_use = m_new == -INFINITY ? 0.f : m_new;
         alpha[mt][r]      = ex2(mrow[mt][r] - m_use);
         grew              = grew || m_new != mrow[mt][r];

@@ -1,5 +1,5 @@
 #pragma once
-// Forward update kernel (SPEC §1.4) on Hopper warpgroup MMA (wgmma): the same
+// Forward update kernel (docs/design/building_block.md, "The update") on Hopper warpgroup MMA (wgmma): the same
 // CTA work and state semantics as attn_fwd_sm90.cuh, with both products issued
 // per warpgroup from shared memory instead of per warp through ldmatrix.
 //
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_wgmm
       for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
       mx                = quad_max(mx);
       const float m_new = fmaxf(mrow[r], mx * sl2);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // empty-row guard (SPEC §1.3)
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // empty-row guard (building_block.md)
       alpha[r]          = ex2(mrow[r] - m_use);
       grew              = grew || m_new != mrow[r];
       mrow[r]           = m_new;

@@ -1,4 +1,4 @@
-// ProcessGrid2D and its rank arithmetic (SPEC §3.2, §3.3, §3.12): the pure
+// ProcessGrid2D and its rank arithmetic (docs/design/schedules.md §2): the pure
 // permutation for every R x C up to 8 x 8, then the real grid on 1x1, 1x2, 2x1,
 // 2x2, 1x3, 3x1, 1x4 and 4x1 (skipped where the rank count does not fit):
 // row/column sub-communicators, row/column collectives, the K/V transpose.
@@ -43,7 +43,7 @@ TEST(GridShape, PermutationForAllShapesUpTo8x8) {
         EXPECT_EQ(g.transpose_dest(src), p) << R << "x" << C << " p=" << p;
         EXPECT_EQ(g.transpose_source(dst), p) << R << "x" << C << " p=" << p;
         ++seen_source[src];
-        // The shard that arrives from src is exactly Kt(r, c) (SPEC §3.12).
+        // The shard that arrives from src is exactly Kt(r, c) (schedules.md §2).
         EXPECT_EQ(tokens_qp(g, src, n_local), tokens_kt(g, rc, n_local)) << R << "x" << C << " p=" << p;
         // What p sends lands on dst, whose Kt shard it is.
         EXPECT_EQ(tokens_qp(g, p, n_local), tokens_kt(g, g.coord_of(dst), n_local));

@@ -1,7 +1,7 @@
 #pragma once
 /// @file comm/counters.hpp
 /// Traffic counters of one communicator, for checking the communication volume
-/// of a schedule against its cost model (SPEC §2.7, §3.11.2).
+/// of a schedule against its cost model (docs/design/communication.md, "Counters").
 ///
 /// Convention (docs/design/communication.md):
 ///   - point-to-point: the bytes and messages posted, attributed to the peer

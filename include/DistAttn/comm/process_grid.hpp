@@ -1,7 +1,7 @@
 #pragma once
 /// @file comm/process_grid.hpp
 /// ProcessGrid2D: the R x C grid of Attention2D with its row and column
-/// sub-communicators (SPEC §3.2, §3.12). Backend-neutral: it only uses the
+/// sub-communicators (docs/design/communication.md, "Process grid"). Backend-neutral: it only uses the
 /// Communicator interface, so it works for MpiSpace and NcclSpace alike.
 
 #include <DistAttn/comm/communicator.hpp>
@@ -18,7 +18,7 @@ namespace DistAttn {
 /// @brief R x C process grid over a communicator of P = R*C ranks.
 ///
 /// World rank p sits at (r, c) with p = r + R*c (column-major), so that in the
-/// 1D cyclic layout rank p holds tokens {p + i*P} = Qp(r, c) (SPEC §3.3).
+/// 1D cyclic layout rank p holds tokens {p + i*P} = Qp(r, c) (docs/design/schedules.md §2).
 /// row(): the ranks with the same r, ordered by c (row rank == c).
 /// col(): the ranks with the same c, ordered by r (col rank == r).
 /// The grid owns duplicates of `world`, so its traffic has its own message space

@@ -1,13 +1,19 @@
 #pragma once
 /// @file grid2d/grid2d_attention.hpp
-/// Attention2D executor (SPEC §3): exact attention on an R x C process grid,
-/// non-overlapped (NO) and overlapped (O) variants, forward and backward.
+/// Attention2D executor (docs/design/attention2d.md): exact attention on an
+/// R x C process grid, non-overlapped (NO) and overlapped (O) variants, forward
+/// and backward.
 ///
-/// Data layout (SPEC §3.3, §3.12): every caller tensor is in the 1D cyclic
-/// layout Qp: world rank p = r + R c holds tokens {p + i P : i < N/P} of q, k, v,
-/// o, LSE, dO, dq, dk and dv (dk/dv are permuted back from the K_t layout at the
-/// end of backward, so the caller never sees K_t). Use to_cyclic/from_cyclic
+/// Token layout (docs/design/schedules.md §2): every caller tensor is in the 1D
+/// cyclic layout: world rank p = r + R c holds tokens {p + i P : i < N/P} of q, k,
+/// v, o, LSE, dO, dq, dk and dv, local row i being token p + i P
+/// (TokenLayout::Kind::Cyclic). dk/dv are permuted back from the K_t layout at the
+/// end of backward, so the caller never sees K_t. Use to_cyclic/from_cyclic
 /// (cyclic_layout.hpp) to switch from/to the contiguous layout of the ring.
+///
+/// Padding: N must be a multiple of P. For any other N of causal attention,
+/// SequencePadding(N, P, TokenLayout::Kind::Cyclic) (padding.hpp) gives the
+/// padded seq_len and which rows are padding (zero them, dO = 0 on them).
 ///
 /// What happens on rank (r, c) (docs/design/attention2d.md has the diagrams):
 ///
@@ -22,7 +28,7 @@
 ///   backward NO  row all-gather of (q, dO) and (LSE, Delta); col all-gather K_t/V_t;
 ///                one backward block call; row reduce-scatter(sum) of dQg; column
 ///                reduce-scatter(sum) of dKg/dVg; dK_t/dV_t --world permute back--> dk, dv
-///   backward O   Algs. 8-11 with SPEC §3.10's corrections (reduce-scatter dQ and dK/dV;
+///   backward O   Algs. 8-11, corrected (attention2d.md decision 7: reduce-scatter dQ and dK/dV;
 ///                the own block's locally accumulated dK_1/dV_1 is added; dK/dV permuted back)
 ///
 /// Overlap: transfers are posted on the communicators (their exec() instance)
@@ -38,6 +44,7 @@
 #include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
+#include <DistAttn/padding.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
 #include <DistAttn/schedule/grid2d_shape.hpp>
 
@@ -81,9 +88,10 @@ class Grid2DAttention {
       : Grid2DAttention(nullptr, &grid, compute, batch, seq_len, heads, kv_heads, head_dim, opts) {}
 
   /// Builds (collectively over `world`) and owns an R x C grid. rows = cols = 0
-  /// lets choose_grid_shape pick it from P, heads and kv_heads (SPEC §3.12); one
-  /// of them 0 fixes the other side.
-  Grid2DAttention(const Comm& world, int rows, int cols, const Exec& compute, int batch, std::int64_t seq_len,
+  /// lets choose_grid_shape pick it from P, heads and kv_heads (schedules.md §2.1);
+  /// one of them 0 fixes the other side. Like every executor it takes the
+  /// communicator as `Comm&` (the grid duplicates it; it need not outlive the executor).
+  Grid2DAttention(Comm& world, int rows, int cols, const Exec& compute, int batch, std::int64_t seq_len,
                   int heads, int kv_heads, int head_dim, const Grid2DOptions& opts = {})
       : Grid2DAttention(make_grid(world, rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts), nullptr, compute,
                         batch, seq_len, heads, kv_heads, head_dim, opts) {}
@@ -163,7 +171,7 @@ class Grid2DAttention {
                        saved_v_ == static_cast<const void*>(v.data());
     if (!reuse) permute_kv(kc, vc);
     // The own query-side bundle: (q, dO) in T and (LSE, Delta) in Acc, one
-    // message each. Delta = rowsum(dO * O) replaces O (SPEC §1.6, §5.4 item 5).
+    // message each. Delta = rowsum(dO * O) replaces O (attention2d.md decision 4).
     Kokkos::deep_copy(compute_, bq_.a, qc);
     Kokkos::deep_copy(compute_, bq_.b, dout);
     Kokkos::deep_copy(compute_, bs_.a, lse);
@@ -233,11 +241,12 @@ class Grid2DAttention {
 
   /// Padding is exact only where padded keys can never be attended to.
   static std::string pad_advice(std::int64_t N, int P, bool causal) {
-    const std::int64_t padded = (N + P - 1) / P * P;
+    const std::int64_t padded = SequencePadding::padded_length(N, P, TokenLayout::Kind::Cyclic);
     std::ostringstream os;
     if (causal)
-      os << "Pad the sequence at its end to N=" << padded
-         << ": padded keys come after every real query, so real rows stay exact; give padded rows dO = 0";
+      os << "Pad the sequence at its end to N=" << padded << " with DistAttn::SequencePadding(N, P, "
+         << "TokenLayout::Kind::Cyclic) (DistAttn/padding.hpp): padded keys come after every real query, so real "
+            "rows stay exact; it zeroes the padded rows, which need dO = 0 in backward";
     else
       os << "With full (non-causal) attention padding is not exact, because padded keys would enter every "
             "row: choose N divisible by P";
@@ -250,7 +259,7 @@ class Grid2DAttention {
     return g.dims();
   }
 
-  static std::unique_ptr<Grid> make_grid(const Comm& world, int rows, int cols, int batch, std::int64_t seq_len,
+  static std::unique_ptr<Grid> make_grid(Comm& world, int rows, int cols, int batch, std::int64_t seq_len,
                                          int heads, int kv_heads, int head_dim, const Grid2DOptions& opts) {
     // Validate before the collective grid construction, identically on every rank.
     check_sizes(world.size(), batch, seq_len, heads, kv_heads, head_dim, opts);
@@ -381,7 +390,7 @@ class Grid2DAttention {
     return i == int(Grid2DComm::World) ? grid_->world() : i == int(Grid2DComm::Row) ? grid_->row() : grid_->col();
   }
 
-  // ---- K/V permutation (SPEC §3.5 line 2, §3.12) -----------------------------------
+  // ---- K/V permutation (schedules.md §2, communication.md "Process grid") -----------
 
   /// K_p, V_p -> K_t, V_t (kvt_). Fixed points of the permutation copy locally.
   template <class CV>
@@ -399,8 +408,8 @@ class Grid2DAttention {
     wait_on(reqs);
   }
 
-  /// dK_t, dV_t (dkvt_) -> this rank's dk, dv in the Qp layout (SPEC §3.8 line 9;
-  /// added after Alg. 8, SPEC §3.10 / §5.4 item 21).
+  /// dK_t, dV_t (dkvt_) -> this rank's dk, dv in the Qp layout (Alg. 3 line 9;
+  /// added after Alg. 8 too: attention2d.md decision 1).
   template <class DKV, class DVV>
   void permute_back(const DKV& dk, const DVV& dv) {
     const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
@@ -428,7 +437,7 @@ class Grid2DAttention {
     Impl::interleave_rows(compute_, blk.b.data(), 0, krow, 1, R_, vg_, "DistAttn::grid2d.put_v_block");
   }
 
-  // ---- forward NO (SPEC §3.5, Alg. 1 + Alg. 7) -----------------------------------
+  // ---- forward NO (Alg. 1 + Alg. 7; attention2d.md §2) -----------------------------
 
   template <class OV, class LV>
   void forward_no(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
@@ -437,7 +446,7 @@ class Grid2DAttention {
     if (C_ > 1) post_all_gather(reqs, Grid2DPhase::RowGather, qc, qraw_);
     if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, kvt_.flat, kvraw_);
     wait_on(reqs);
-    // Rank-ordered blocks -> position order (SPEC §3.3 last bullet).
+    // Rank-ordered blocks -> position order (attention2d.md decision 2).
     Impl::interleave_rows(compute_, C_ > 1 ? qraw_.data() : qc.data(), q_words(), 0, C_, C_, qg_,
                           "DistAttn::grid2d.interleave_q");
     if (R_ > 1) {
@@ -468,7 +477,7 @@ class Grid2DAttention {
     attention_finalize(compute_, S.st, o, lse);
   }
 
-  // ---- forward O (SPEC §3.9, Algs. 4-6) --------------------------------------------
+  // ---- forward O (Algs. 4-6; attention2d.md §2) -------------------------------------
 
   template <class OV, class LV>
   void forward_o(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
@@ -522,7 +531,7 @@ class Grid2DAttention {
     attention_finalize(compute_, own_, o, lse);
   }
 
-  // ---- backward NO (SPEC §3.8, Alg. 3 corrected) -----------------------------------
+  // ---- backward NO (Alg. 3 corrected; attention2d.md decision 7) -------------------
 
   void backward_no() {
     ensure_backward_no();
@@ -573,7 +582,7 @@ class Grid2DAttention {
     wait_on(reqs);
   }
 
-  // ---- backward O (SPEC §3.10, Algs. 8-11 corrected) ---------------------------------
+  // ---- backward O (Algs. 8-11 corrected; attention2d.md decision 7) -----------------
 
   void backward_o() {
     ensure_backward_o();

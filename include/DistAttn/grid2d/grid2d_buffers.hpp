@@ -3,7 +3,7 @@
 /// Workspace pieces and local reorder kernels of the Attention2D executor.
 ///
 /// Gathered buffers (Qg, Kg and everything that travels with them) are kept in
-/// POSITION order (SPEC §3.3): local row a of Qg(r) is token r + a R, local row b
+/// POSITION order (docs/design/attention2d.md decision 2): local row a of Qg(r) is token r + a R, local row b
 /// of Kg(c) is token c + b C, so one affine PositionMap describes each and a whole
 /// gathered block is one building-block call. A rank-ordered all-gather delivers
 /// shard-major blocks instead ("block j" = shard of grid column/row j, rows i);

@@ -12,12 +12,12 @@
 
 namespace DistAttn {
 
-/// @brief Which Attention2D algorithm runs (SPEC §3.5-§3.10).
+/// @brief Which Attention2D algorithm runs (docs/design/attention2d.md).
 enum class Grid2DVariant {
   /// Non-overlapped: library all-gathers, one block call, reduce-scatters (Algs. 1, 3, 7).
   NO,
   /// Overlapped: ring gathers and ring reduce-scatters on sendrecv, interleaved with
-  /// the block calls (Algs. 4-6 forward, 8-11 backward with the SPEC §3.10 corrections).
+  /// the block calls (Algs. 4-6 forward, 8-11 backward with the corrections of attention2d.md decision 7).
   O,
 };
 

@@ -12,7 +12,11 @@
 /// which are the inner executor's rows of rank s: the inner executor (ring kinds
 /// or Attention2D, on the head group's communicator) sees a sequence of
 /// N = P c tokens, S ranks and H/U heads. So rank w's local row i holds global
-/// position inner_position(s, u c + i) (position()).
+/// position inner_position(s, u c + i): token_layout(w).position(i).
+///
+/// Padding: SequencePadding(N, P, TokenLayout::Kind::Zigzag) (padding.hpp) gives a
+/// chunk c that suits every inner kind (U c even); token_layout(w) says which of
+/// rank w's rows are padding (positions >= N), and zero_padding takes it.
 ///
 ///   forward   q|k|v --all-to-all (U)--> inner.forward --O, LSE all-to-all (U)--> o, lse
 ///   backward  dO (and O, LSE when forward's are not kept) --all-to-all (U)-->
@@ -28,6 +32,7 @@
 #include <DistAttn/grid2d/grid2d_attention.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/impl/pass_recorder.hpp>
+#include <DistAttn/padding.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/ulysses/head_exchange.hpp>
@@ -88,7 +93,8 @@ class HybridAttention {
   using Ring = RingAttention<T, CommSpace, Exec>;
   using A2D  = Grid2DAttention<T, CommSpace, Exec>;
 
-  /// Collective over `world` (splits it into the two kinds of groups).
+  /// Collective over `world` (splits it into the two kinds of groups); `world`
+  /// must outlive the executor.
   /// @param chunk tokens per rank, c
   HybridAttention(Comm& world, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,
                   const HybridOptions& opts = {})
@@ -123,13 +129,19 @@ class HybridAttention {
   int ulysses_degree() const { return U_; }
   int sequence_degree() const { return S_; }
   const UlyssesHeads& heads() const { return x_.heads(); }
-  /// Global position of local row i of world rank w.
-  std::int64_t position(int w, std::int64_t i) const {
-    const int s = w / U_, u = w % U_;
-    const std::int64_t t = std::int64_t(u) * c_ + i;  // row of the inner executor's rank s
-    if (is_grid2d()) return s + t * S_;
-    return RingLayout(S_, std::int64_t(U_) * c_, ring_kind()).position(s, t);
+  /// Where world rank w's rows sit: rows [u c, (u+1) c) of the inner executor's
+  /// rank s, whose layout is the inner kind's over S ranks of U c tokens.
+  TokenLayout token_layout(int w) const {
+    TokenLayout t;
+    t.kind       = is_grid2d() ? TokenLayout::Kind::Cyclic : token_layout_kind(ring_kind());
+    t.rank       = w / U_;
+    t.size       = S_;
+    t.chunk      = U_ * c_;
+    t.row_offset = std::int64_t(w % U_) * c_;
+    return t;
   }
+  /// Global position of local row i of world rank w.
+  std::int64_t position(int w, std::int64_t i) const { return token_layout(w).position(i); }
 
   template <class QV, class KV, class VV, class OV, class LV>
   void forward(const QV& q, const KV& k, const VV& v, const OV& o, const LV& lse) {

@@ -1,5 +1,5 @@
 #pragma once
-// Portable backward tile kernels (SPEC §1.6), accumulating into fp32 gradients.
+// Portable backward tile kernels (docs/design/building_block.md, Definitions), accumulating into fp32 gradients.
 //
 // Two passes instead of FlashAttention-2's atomic dQ: pass 1 has one team per
 // (batch, KV head, key tile) and owns dK/dV of that tile outright (looping over

@@ -1,7 +1,7 @@
 #pragma once
 // Portable forward tile kernel: one team per (batch, query head, query tile).
 // The team stages its query tile and running state in scratch, walks the K/V
-// tiles the mask admits, and applies the online-softmax update of SPEC §1.4
+// tiles the mask admits, and applies the online-softmax update of docs/design/building_block.md ("The update")
 // with the empty-row guard of §1.3. State stays unnormalized between calls.
 // The two products per K/V tile (Q K^T, P V) are Kokkos Kernels GEMMs
 // (tile_gemm.hpp); masking and the softmax update run row by row between them.

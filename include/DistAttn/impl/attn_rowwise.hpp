@@ -1,5 +1,5 @@
 #pragma once
-// Row-wise kernels on attention states: merge (SPEC §1.3 / A2D AttnFix),
+// Row-wise kernels on attention states: merge (docs/design/building_block.md / A2D AttnFix),
 // finalize to (O, LSE), backward preprocessing Delta = rowsum(dO * O), and
 // conversions between accumulator and I/O types.
 

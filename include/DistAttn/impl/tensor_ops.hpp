@@ -6,7 +6,7 @@
 
 namespace DistAttn::Impl {
 
-/// y += x for rank-4 views of equal extents (gradient partials are plain sums, SPEC §1.6).
+/// y += x for rank-4 views of equal extents (gradient partials are plain sums, docs/design/building_block.md).
 template <class Exec, class X, class Y>
 void add4(const Exec& exec, const X& x, const Y& y, const char* label) {
   using YT      = typename Y::non_const_value_type;

@@ -41,7 +41,7 @@ struct DecoderConfig {
   }
 };
 
-/// @brief What a stack keeps between forward and backward (SPEC §2.6, DFA §3.3).
+/// @brief What a stack keeps between forward and backward (docs/design/decoder_layer.md, [DFA] §3.3).
 enum class CheckpointPolicy {
   /// Every activation is kept; backward recomputes nothing.
   None,

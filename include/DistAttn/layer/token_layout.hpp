@@ -5,6 +5,8 @@
 /// attention's own sharding (ring/ring_attention.hpp, grid2d/grid2d_attention.hpp):
 ///   Contiguous (vanilla, balanced) and Zigzag: schedule/ring_layout.hpp's ring_position;
 ///   Cyclic (Attention2D): row i is token rank + i*P.
+/// The hybrid executor's rank passes rows [row_offset, row_offset + c) of its
+/// inner executor's rank (HybridAttention::token_layout).
 
 #include <DistAttn/core/kokkos_compat.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
@@ -19,9 +21,10 @@ struct TokenLayout {
   int rank  = 0;
   int size  = 1;
   int chunk = 0;  ///< tokens per rank (per sequence of the batch)
+  std::int64_t row_offset = 0;  ///< local row i is row row_offset + i of `rank`
 
-  KOKKOS_INLINE_FUNCTION std::int64_t position(std::int64_t i) const {
-    const std::int64_t r = rank, P = size, c = chunk;
+  KOKKOS_INLINE_FUNCTION std::int64_t position(std::int64_t local) const {
+    const std::int64_t r = rank, P = size, c = chunk, i = row_offset + local;
     switch (kind) {
       case Kind::Contiguous: return ring_position(RingKind::Vanilla, int(P), c, int(r), i);
       case Kind::Zigzag: return ring_position(RingKind::Zigzag, int(P), c, int(r), i);

@@ -2,24 +2,27 @@
 /// @file ring/ring_attention.hpp
 /// DistFlashAttn executor: runs a RingSchedule (vanilla ring, the balanced helper
 /// schedule or the zigzag assignment, any P) on a Communicator, forward and
-/// backward (SPEC §2).
+/// backward (docs/design/ring_executor.md, docs/design/schedules.md §1).
 ///
-/// Token layout (what each rank passes in and gets back), chunk = c tokens per rank:
-///  - Vanilla, Balanced: rank x holds positions [x*c, (x+1)*c).
+/// Token layout (what each rank passes in and gets back), chunk = c tokens per
+/// rank; local row i of rank x is global token ring_position(kind, P, c, x, i)
+/// (schedule/ring_layout.hpp, also layout().position(x, i)):
+///  - Vanilla, Balanced: rank x holds positions [x*c, (x+1)*c)
+///    (TokenLayout::Kind::Contiguous).
 ///  - Zigzag: the sequence is cut into 2P half-chunks of c/2 tokens; rank x holds
-///    half-chunk x in local rows [0, c/2) and half-chunk 2P-1-x in rows [c/2, c)
-///    (c must be even).
+///    half-chunk x (positions [x*c/2, (x+1)*c/2)) in local rows [0, c/2) and
+///    half-chunk 2P-1-x in rows [c/2, c) (c must be even; TokenLayout::Kind::Zigzag).
 ///
 /// Masking: causal by default (RingOptions::causal), from global positions. Full
 /// (non-causal) attention needs a ring that visits every chunk: RingKind::Zigzag
 /// supports it; the vanilla and balanced schedules skip every block above the
 /// diagonal by construction and reject causal = false.
 ///
-/// Padding (the caller's job): a global length N that P does not divide is padded
-/// at the END to P*ceil(N/P) (for zigzag, to a multiple of 2P). With causal
-/// attention padded keys come after every real query, so real outputs are exact;
-/// give padded rows dO = 0 in backward. With full attention padded keys would enter
-/// every row: N must then fill the chunks exactly.
+/// Padding: for a global length N that P chunks (zigzag: 2P half-chunks) do not
+/// fill, SequencePadding(N, P, token_layout_kind(kind)) (padding.hpp) gives the
+/// chunk and which rows are padding: padded at the END, exact for causal
+/// attention; padded rows get zeros and dO = 0. With full attention padded keys
+/// would enter every row: N must then fill the chunks exactly.
 ///
 /// Arguments: q, k, v and dO must have element type T and live in memory Exec can
 /// access (checked at compile time). Any layout is accepted: row-major contiguous
@@ -33,10 +36,10 @@
 /// with different extents or options are reported instead of hanging. forward() and
 /// backward() are collective over the communicator.
 ///
-/// Overlap (SPEC §2.5): step t+1's inputs are posted on the communicator's
+/// Overlap (ring_executor.md "Steps and overlap"): step t+1's inputs are posted on the communicator's
 /// instance before step t's tile runs on the compute instance; receives land in
 /// one of two slots; a helper's result is sent as soon as it is computed and merged
-/// by its owner one step later (merges commute, SPEC §2.3.4). The compute instance
+/// by its owner one step later (merges commute, schedules.md §1.1). The compute instance
 /// waits on requests with Request::wait(compute) — no device-wide synchronize.
 ///
 /// Memory (docs/design/memory.md): a pass allocates only the slots its schedule
@@ -84,7 +87,8 @@ class RingAttention {
   using StatView = RowStats<Acc, Mem>;
   using State    = AttnState<Acc, Mem>;
 
-  /// @param comm    ranks of the sequence-parallel group; its exec() carries the transfers
+  /// @param comm    ranks of the sequence-parallel group; its exec() carries the
+  ///                transfers. Taken as `Comm&` like every executor: it must outlive the executor
   /// @param compute instance the tiles run on (another stream than comm.exec() on GPUs)
   RingAttention(Comm& comm, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,
                 const RingOptions& opts = {})

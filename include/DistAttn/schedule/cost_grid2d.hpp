@@ -25,6 +25,7 @@
 /// Two collectives in flight together on the same level share its bandwidth
 /// (their times add); on different levels they overlap (the longer counts).
 
+#include <DistAttn/impl/grid2d_cost_context.hpp>
 #include <DistAttn/schedule/cost_types.hpp>
 #include <DistAttn/schedule/causal_pairs.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
@@ -73,81 +74,6 @@ inline Grid2DPhaseBytes grid2d_phase_bytes(const Grid2DLayout& g, int rank, cons
   r.dkv_permute = B * b.dkv_permute * acc;
   return r;
 }
-
-namespace Impl {
-struct Grid2DCostContext {
-  const AttnProblem& pr;
-  const Grid2DLayout& g;
-  const MachineModel& m;
-  const RankPlacement& place;
-  LinkLevel row_level = LinkLevel::Intra, col_level = LinkLevel::Intra, permute_level = LinkLevel::Intra;
-
-  Grid2DCostContext(const AttnProblem& p, const Grid2DLayout& l, const MachineModel& mm, const RankPlacement& pl)
-      : pr(p), g(l), m(mm), place(pl) {
-    for (int r = 0; r < g.rows(); ++r)
-      if (place.group_level(g.row_members(r)) == LinkLevel::Inter) row_level = LinkLevel::Inter;
-    for (int c = 0; c < g.cols(); ++c)
-      if (place.group_level(g.col_members(c)) == LinkLevel::Inter) col_level = LinkLevel::Inter;
-    for (int p = 0; p < g.num_ranks(); ++p) {
-      const GridCoord rc = g.coord(p);
-      if (place.level(p, g.transpose_source(rc.row, rc.col)) == LinkLevel::Inter) permute_level = LinkLevel::Inter;
-    }
-  }
-
-  double n() const { return double(g.shard_len()); }
-  /// Tile seconds of a block call of query rows at `q` against keys at `k`.
-  double block(TileDirection dir, PositionMap q, std::int64_t nq, PositionMap k, std::int64_t nk) const {
-    const double bh = double(pr.batch) * pr.heads;
-    if (!pr.causal) return m.tiles.call_seconds({dir, BlockKind::Full, pr.dtype, pr.head_dim}, bh, double(nq) * nk);
-    return m.tiles.call_seconds({dir, BlockKind::Causal, pr.dtype, pr.head_dim}, bh,
-                                double(causal_pairs(q, nq, k, nk)));
-  }
-  /// The slowest rank's block at one step: f(r, c) gives that rank's seconds.
-  template <class F>
-  double slowest(F&& f) const {
-    double t = 0;
-    for (int p = 0; p < g.num_ranks(); ++p) {
-      const GridCoord rc = g.coord(p);
-      t = std::max(t, f(rc.row, rc.col));
-    }
-    return t;
-  }
-  double send(LinkLevel l, double bytes) const { return m.transfer_seconds(l, bytes); }
-  /// Two transfers in flight together from one rank.
-  double together(LinkLevel la, double ta, LinkLevel lb, double tb) const {
-    return la == lb ? ta + tb : std::max(ta, tb);
-  }
-  /// A row collective (C members, row_shard bytes each) with a column one (R members) in flight together.
-  double row_and_column(double row_shard, double col_shard) const {
-    return together(row_level, ring_collective_seconds(m, row_level, g.cols(), row_shard), col_level,
-                    ring_collective_seconds(m, col_level, g.rows(), col_shard));
-  }
-  /// NO: the slowest rank's one call, gathered queries Qg against gathered keys Kg.
-  double gathered_block(TileDirection dir) const {
-    return slowest([&](int r, int c) { return block(dir, g.qg(r), g.row_gather_len(), g.kg(c), g.col_gather_len()); });
-  }
-  /// O: the slowest rank's call on the query block of column c + i against Kg.
-  double row_ring_block(TileDirection dir, int i) const {
-    return slowest([&](int r, int c) {
-      return block(dir, g.qp(r, (c + i) % g.cols()), g.shard_len(), g.kg(c), g.col_gather_len());
-    });
-  }
-  /// O: the column ring, R steps; block i + 1 (kv_shard bytes) travels while block i is computed.
-  PassTimeline column_ring(TileDirection dir, double kv_shard) const {
-    const int R = g.rows();
-    PassTimeline col;
-    for (int i = 1; i <= R; ++i) {
-      const double comp = slowest([&](int r, int c) {
-        return block(dir, g.qp(r, c), g.shard_len(), g.kt((r + i - 1) % R, c), g.shard_len());
-      });
-      col.overlapped(comp, i < R ? send(col_level, kv_shard) : 0.0);
-    }
-    return col;
-  }
-  /// Merge (forward) or sum (backward) of `bytes` of state: two reads, one write.
-  double merge(double bytes) const { return m.tiles.elementwise_seconds(3 * bytes); }
-};
-}  // namespace Impl
 
 inline PassPrediction predict_grid2d_forward(bool overlapped, const AttnProblem& pr, const Grid2DLayout& g,
                                              const MachineModel& m, const RankPlacement& place) {

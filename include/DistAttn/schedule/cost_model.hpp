@@ -17,6 +17,7 @@
 #include <DistAttn/schedule/cost_ring.hpp>
 #include <DistAttn/schedule/cost_types.hpp>
 #include <DistAttn/schedule/cost_ulysses.hpp>
+#include <DistAttn/padding.hpp>
 #include <DistAttn/schedule/grid2d_shape.hpp>
 
 #include <algorithm>
@@ -26,8 +27,9 @@
 namespace DistAttn {
 
 namespace Impl {
-inline std::int64_t padded_to(const AttnProblem& pr, std::int64_t unit, const char* what) {
-  const std::int64_t padded = (pr.seq_len + unit - 1) / unit * unit;
+inline std::int64_t padded_to(const AttnProblem& pr, int P, TokenLayout::Kind layout, const char* what) {
+  const std::int64_t unit   = SequencePadding::unit(P, layout);
+  const std::int64_t padded = SequencePadding::padded_length(pr.seq_len, P, layout);
   DISTATTN_REQUIRE(pr.causal || padded == pr.seq_len, "DistAttn::predict",
                    "full (non-causal) attention cannot be padded: N=" << pr.seq_len << " must be a multiple of "
                                                                       << unit << " for " << what);
@@ -52,7 +54,7 @@ inline Prediction predict_sequence(const ExecutorChoice& ch, ExecutorKind kind, 
   DISTATTN_REQUIRE(is_grid2d(kind), "DistAttn::predict", "executor '" << to_string(kind) << "' is not a sequence executor");
   const GridShape shape = choose_grid_shape(P, pr.heads, pr.kv_heads, GridShape{rows, cols});
   out.choice.rows = shape.rows, out.choice.cols = shape.cols;
-  out.padded_seq_len = padded_to(pr, P, "Attention2D");
+  out.padded_seq_len = padded_to(pr, P, TokenLayout::Kind::Cyclic, "Attention2D");
   const Grid2DLayout g(shape.rows, shape.cols, out.padded_seq_len);
   const bool o = kind == ExecutorKind::Grid2DO;
   out.forward = predict_grid2d_forward(o, pr, g, m, place);
@@ -83,7 +85,7 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
   if (ch.kind == ExecutorKind::Ulysses) {
     UlyssesHeads(P, pr.heads, pr.kv_heads);  // the split rule, with its errors
     AttnProblem padded = pr;
-    padded.seq_len = out.padded_seq_len = Impl::padded_to(pr, P, "Ulysses");
+    padded.seq_len = out.padded_seq_len = Impl::padded_to(pr, P, TokenLayout::Kind::Contiguous, "Ulysses");
     out.forward = predict_ulysses_pass(TileDirection::Forward, padded, P, m, world);
     out.backward = predict_ulysses_pass(TileDirection::Backward, padded, P, m, world);
     out.workspace_bytes = ulysses_workspace_bytes(padded, P);
@@ -97,7 +99,7 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
   const int S = P / U;
   const UlyssesHeads h(U, pr.heads, pr.kv_heads);
   AttnProblem padded = pr;
-  padded.seq_len = out.padded_seq_len = Impl::padded_to(pr, 2 * std::int64_t(P), "the hybrid (2P: zigzag inside)");
+  padded.seq_len = out.padded_seq_len = Impl::padded_to(pr, P, TokenLayout::Kind::Zigzag, "the hybrid (2P: zigzag inside)");
   AttnProblem inner = padded;
   inner.heads = h.local_heads(), inner.kv_heads = h.local_kv_heads();
   const Prediction in = Impl::predict_sequence(ch, ch.inner, ch.inner_rows, ch.inner_cols, inner, S, m,

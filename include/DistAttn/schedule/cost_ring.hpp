@@ -17,6 +17,7 @@
 #include <DistAttn/schedule/causal_pairs.hpp>
 #include <DistAttn/schedule/machine_model.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
+#include <DistAttn/padding.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>
 #include <DistAttn/schedule/ring_volume.hpp>
 
@@ -31,15 +32,15 @@ inline RingKind ring_kind_of(ExecutorKind k) {
                                         : (k == ExecutorKind::RingBalanced ? RingKind::Balanced : RingKind::Zigzag);
 }
 
-/// N padded as the ring needs it: a multiple of P (2P for zigzag). Padding is
-/// exact only for causal attention; full attention needs N to fit already.
+/// N padded as the ring needs it (SequencePadding: a multiple of P, 2P for
+/// zigzag). Padding is exact only for causal attention; full attention needs N to fit already.
 inline std::int64_t ring_padded_len(const AttnProblem& pr, int P, RingKind kind) {
   constexpr const char* where = "DistAttn::ring_padded_len";
-  const std::int64_t unit = kind == RingKind::Zigzag ? 2 * std::int64_t(P) : P;
+  const std::int64_t unit = SequencePadding::unit(P, token_layout_kind(kind));
   DISTATTN_REQUIRE(pr.causal || kind == RingKind::Zigzag, where,
                    "the " << to_string(kind) << " ring skips every block above the diagonal: full (non-causal) "
                           << "attention needs the zigzag kind");
-  const std::int64_t padded = (pr.seq_len + unit - 1) / unit * unit;
+  const std::int64_t padded = SequencePadding::padded_length(pr.seq_len, P, token_layout_kind(kind));
   DISTATTN_REQUIRE(pr.causal || padded == pr.seq_len, where,
                    "full attention cannot be padded: N=" << pr.seq_len << " must be a multiple of " << unit);
   return padded;

@@ -1,6 +1,6 @@
 #pragma once
 /// @file grid2d_layout.hpp
-/// Attention2D token layouts for an R x C grid, P = R*C (SPEC §3.2-§3.4, §3.12).
+/// Attention2D token layouts for an R x C grid, P = R*C (docs/design/schedules.md §2).
 ///
 /// Rank p sits at (r, c) with p = r + R*c (column-major). Every set below is an
 /// arithmetic progression, returned as a PositionMap {offset, stride}; local row

@@ -1,6 +1,6 @@
 #pragma once
 /// @file grid2d_shape.hpp
-/// Choice of the Attention2D grid shape R x C for P ranks (SPEC §3.12).
+/// Choice of the Attention2D grid shape R x C for P ranks (docs/design/schedules.md §2.1).
 ///
 /// With G = heads / kv_heads query heads per K/V head, row traffic (Q and the
 /// partial outputs) is ~2G d words per token and head group, column traffic
@@ -23,7 +23,7 @@ struct GridCoord {
 };
 inline constexpr bool operator==(const GridCoord& a, const GridCoord& b) { return a.row == b.row && a.col == b.col; }
 
-/// @brief An R x C grid and its rank arithmetic (SPEC §3.2, §3.3, §3.12), the one
+/// @brief An R x C grid and its rank arithmetic (docs/design/schedules.md §2), the one
 /// grid type of the schedules, the process grid and the executor.
 ///
 ///   column-major (input/output layout Qp):  p = r + R*c   holds tokens {p + i*P}
@@ -58,7 +58,7 @@ inline constexpr bool operator==(const GridShape& a, const GridShape& b) {
   return a.rows == b.rows && a.cols == b.cols;
 }
 
-/// SPEC §3.12 forward volume of an R x C grid in units of 2 d N/P words:
+/// Forward volume (schedules.md §2.1) of an R x C grid in units of 2 d N/P words:
 /// (C-1) G + (R-1).
 inline std::int64_t grid_forward_cost_units(GridShape g, int group_size) {
   return std::int64_t(g.cols - 1) * group_size + (g.rows - 1);

@@ -1,8 +1,8 @@
 #pragma once
 /// @file grid2d_volume.hpp
 /// Exact words each rank receives in every phase of Attention2D-NO forward and
-/// backward (SPEC §3.5, §3.8) on a general R x C grid, for one sequence with all
-/// heads (multiply by the batch size). Generalises SPEC §3.11.2 (which is the
+/// backward (docs/design/schedules.md §3) on a general R x C grid, for one sequence with all
+/// heads (multiply by the batch size). Generalises the square-grid table of schedules.md §3 (which is the
 /// R = C = s, one-head, MHA case).
 ///
 /// Ring collectives: an all-gather or reduce-scatter over k members with a

@@ -1,6 +1,6 @@
 #pragma once
 /// @file ring_format.hpp
-/// Text rendering of a RingSchedule as the Markdown table of SPEC §2.3.2
+/// Text rendering of a RingSchedule as the Markdown table of docs/design/schedules.md §1
 /// (0-based; entries are (query chunk, key chunk)), for docs and the driver's
 /// --print-schedule.
 ///

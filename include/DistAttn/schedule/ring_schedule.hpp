@@ -1,6 +1,6 @@
 #pragma once
 /// @file ring_schedule.hpp
-/// DistFlashAttn schedules for P ranks holding contiguous chunks (SPEC §2.2-§2.4),
+/// DistFlashAttn schedules for P ranks holding contiguous chunks (docs/design/schedules.md §1),
 /// 0-based: rank x owns chunk x.
 ///
 ///   Vanilla  (§2.2):   P steps; at step t rank x >= t computes (q_x, kv_{x-t}),
@@ -105,7 +105,7 @@ class RingSchedule {
   /// its dq, dk, dv (own blocks, GradQ and GradKV received). The outputs are
   /// final once that step's compute and every result produced up to that step
   /// have been folded in. Forward balanced: min(rank, floor(P/2)) (= [REF]'s
-  /// rule, SPEC §2.3.5); vanilla: rank.
+  /// rule, schedules.md §1.3); vanilla: rank.
   int finish_step(int rank, Pass pass = Pass::Forward) const {
     check_rank(rank, "DistAttn::RingSchedule::finish_step");
     int last = 0;
@@ -118,7 +118,7 @@ class RingSchedule {
   }
 
   /// Results the rank receives and folds into its own outputs, in step order:
-  /// forward, the helper Partials it merges (SPEC §2.3.2 "merges"); backward,
+  /// forward, the helper Partials it merges (schedules.md §1.3 "Merges"); backward,
   /// the GradKV and GradQ contributions it adds.
   std::vector<Transfer> merges(int rank, Pass pass = Pass::Forward) const {
     check_rank(rank, "DistAttn::RingSchedule::merges");
@@ -137,7 +137,7 @@ class RingSchedule {
     return static_cast<long long>(num_ranks_) * num_steps_ - busy;
   }
 
-  /// SPEC §2.3.6 accounting: idle slots / (P * num_steps), from the schedule.
+  /// schedules.md §1.5 accounting: idle slots / (P * num_steps), from the schedule.
   /// Vanilla (P^2-P)/(2P^2); balanced 0 for odd P, 1/(P+2) for even P.
   double idle_fraction() const {
     return double(idle_slots()) / (double(num_ranks_) * double(num_steps_));

@@ -1,11 +1,11 @@
 #pragma once
 /// @file ring_types.hpp
 /// Value types describing one rank's work at one step of a DistFlashAttn ring
-/// schedule (SPEC §2.2-§2.4). Pure data: no communication, no kernels.
+/// schedule (docs/design/schedules.md §1). Pure data: no communication, no kernels.
 ///
 /// Chunk x = token positions [x*c, (x+1)*c) and is owned by rank x.
 /// At step t, input payloads travel x -> (x + t) mod P and results travel the
-/// other way, x -> (x - t) mod P (SPEC §2.3.4), so every rank has at most one
+/// other way, x -> (x - t) mod P (schedules.md §1.1), so every rank has at most one
 /// input send, one input receive, one result send and one result receive per step.
 
 #include <DistAttn/core/types.hpp>
@@ -17,9 +17,9 @@
 namespace DistAttn {
 
 enum class RingKind {
-  Vanilla,   ///< SPEC §2.2 (Alg. 1): P steps, rank x busy for x+1 of them
-  Balanced,  ///< SPEC §2.3.3 (corrected Alg. 2): floor(P/2)+1 steps, helpers when 2t != P
-  /// Two-halves ("zigzag") chunk assignment (SPEC §5.4 item 13): the sequence is
+  Vanilla,   ///< [DFA] Alg. 1 (schedules.md §1.2): P steps, rank x busy for x+1 of them
+  Balanced,  ///< [DFA] Alg. 2, corrected (schedules.md §1.3): floor(P/2)+1 steps, helpers when 2t != P
+  /// Two-halves ("zigzag") chunk assignment (schedules.md, "Zigzag assignment"): the sequence is
   /// cut into 2P half-chunks and rank x holds half-chunks x and 2P-1-x, so a plain
   /// ring with wrap-around (P steps, K/V from (x-t) mod P) gives every rank the
   /// same causal work at every step, for any P. In ComputeTask and Transfer,

@@ -9,8 +9,8 @@
 ///            2 c kv_heads d words, io dtype.
 ///   Q        c heads d words, io dtype.
 ///   QBundle  q and dO (2 c heads d, io dtype) + LSE and Delta (2 c heads,
-///            fp32). Delta = rowsum(dO * O) is shipped instead of O (SPEC §1.6).
-///   Partial  acc [c, heads, d] + m, l [heads, c], all fp32 (SPEC §1.2: helper
+///            fp32). Delta = rowsum(dO * O) is shipped instead of O (docs/design/building_block.md).
+///   Partial  acc [c, heads, d] + m, l [heads, c], all fp32 (building_block.md: helper
 ///            states are unnormalized and merged in fp32): c heads (d + 2) words.
 ///   GradKV   dk, dv of one chunk, already summed over each GQA group:
 ///            2 c kv_heads d words, gradient dtype (fp32 by default).

@@ -2,7 +2,8 @@
 /// @file ulysses/ulysses_attention.hpp
 /// Ulysses executor (DeepSpeed-Ulysses): sequence parallel outside attention,
 /// head parallel inside it. Each rank holds a contiguous chunk of c tokens
-/// (rank x: positions [x c, (x+1) c), the vanilla ring's layout) with all heads;
+/// (rank x: positions [x c, (x+1) c), the vanilla ring's layout,
+/// TokenLayout::Kind::Contiguous) with all heads;
 /// one all-to-all turns that into the whole sequence N = P c for H/P heads
 /// (UlyssesHeads says which, and how K/V heads are replicated when there are
 /// fewer than P), the local full-sequence attention runs, and an all-to-all
@@ -23,7 +24,7 @@
 /// Arguments, padding and errors as for the ring (ring_attention.hpp): checked on
 /// every rank and agreed before any message; causal or full attention
 /// (ExecutorOptions::causal); causal N may be padded at the end to P c with dO = 0
-/// on padded rows. Any layout is accepted without staging: the all-to-all's
+/// on padded rows: SequencePadding(N, P, TokenLayout::Kind::Contiguous) (padding.hpp). Any layout is accepted without staging: the all-to-all's
 /// packing reads and writes the caller's Views element by element.
 
 #include <DistAttn/attention.hpp>
@@ -46,7 +47,7 @@ class UlyssesAttention {
   using Mem  = typename Exec::memory_space;
   using Comm = Communicator<CommSpace, Exec>;
 
-  /// @param comm    the ranks (their exec() carries the all-to-alls)
+  /// @param comm    the ranks (their exec() carries the all-to-alls); must outlive the executor
   /// @param compute instance the attention runs on
   /// @param chunk   tokens per rank, c
   UlyssesAttention(Comm& comm, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,

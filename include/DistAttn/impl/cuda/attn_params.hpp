@@ -9,11 +9,11 @@
 /// Conventions (both directions):
 ///  - All strides are in elements, 64-bit. Tensors are [batch, seq, heads, head_dim]
 ///    with unit stride on head_dim; statistics are [batch, heads, seq].
-///  - m, l and LSE cross this boundary in natural-log units (SPEC §1.7); the kernels
+///  - m, l and LSE cross this boundary in natural-log units (docs/design/building_block.md); the kernels
 ///    work internally in base 2 with log2(e) folded into the scale.
 ///  - The causal mask is described by affine positions: query row i sits at
 ///    q_offset + q_stride * i, key row j at k_offset + k_stride * j, and (i, j) is
-///    allowed iff q_pos(i) >= k_pos(j) (SPEC §1.5). Both strides are > 0.
+///    allowed iff q_pos(i) >= k_pos(j) (building_block.md, "The mask model"). Both strides are > 0.
 
 #include <cstdint>
 

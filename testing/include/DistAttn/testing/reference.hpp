@@ -1,7 +1,7 @@
 #pragma once
 /// @file reference.hpp
 /// Float64 host reference for attention forward (O, LSE) and backward (dQ, dK,
-/// dV), written as directly as possible from the definitions (SPEC §1.1, §1.6),
+/// dV), written as directly as possible from the definitions (docs/design/building_block.md, Definitions),
 /// plus helpers to fill inputs and compare results. Used by the tests, the
 /// driver's --check and the perf tests' #wrong column.
 

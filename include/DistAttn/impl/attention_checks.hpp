@@ -1,0 +1,115 @@
+#pragma once
+/// @file impl/attention_checks.hpp
+/// Argument checks of the building block (attention.hpp), shared by the
+/// distributed executors' entry checks: each throws InvalidArgument naming the
+/// function and the argument. Not part of the API.
+
+#include <DistAttn/core/error.hpp>
+#include <DistAttn/core/types.hpp>
+#include <DistAttn/impl/attn_rowwise.hpp>
+
+#include <cmath>
+#include <cstddef>
+
+namespace DistAttn {
+
+namespace Impl {
+
+template <class Exec, class V>
+void require_accessible(const char* where, const char* arg) {
+  DISTATTN_REQUIRE((Kokkos::SpaceAccessibility<Exec, typename V::memory_space>::accessible), where,
+                   "argument '" << arg << "' lives in memory space " << V::memory_space::name()
+                                << ", which execution space " << Exec::name() << " cannot access");
+}
+
+template <class Exec, class QV, class KV, class VV>
+void check_qkv(const char* where, const QV& q, const KV& k, const VV& v, const AttnOptions& opts) {
+  static_assert(QV::rank == 4 && KV::rank == 4 && VV::rank == 4,
+                "q, k, v must be rank-4 Views [batch, seq, heads, head_dim]");
+  require_accessible<Exec, QV>(where, "q");
+  require_accessible<Exec, KV>(where, "k");
+  require_accessible<Exec, VV>(where, "v");
+  DISTATTN_REQUIRE(k.extent(0) == q.extent(0), where,
+                   "k batch " << k.extent(0) << " != q batch " << q.extent(0));
+  for (int dim = 0; dim < 4; ++dim)
+    DISTATTN_REQUIRE(v.extent(dim) == k.extent(dim), where,
+                     "'v' extent(" << dim << ")=" << v.extent(dim) << " != 'k' extent(" << dim << ")=" << k.extent(dim));
+  DISTATTN_REQUIRE(k.extent(3) == q.extent(3), where,
+                   "head_dim mismatch: q has " << q.extent(3) << ", k has " << k.extent(3));
+  DISTATTN_REQUIRE(q.extent(3) > 0, where, "head_dim must be positive");
+  DISTATTN_REQUIRE(k.extent(2) > 0 || q.extent(2) == 0, where, "k has zero kv heads");
+  DISTATTN_REQUIRE(k.extent(2) == 0 || q.extent(2) % k.extent(2) == 0, where,
+                   "q heads (" << q.extent(2) << ") not divisible by kv heads (" << k.extent(2) << ")");
+  const double sc = resolved_scale(opts, int(q.extent(3)));
+  DISTATTN_REQUIRE(std::isfinite(sc) && sc != 0.0, where, "scale must be finite and non-zero, got " << opts.scale);
+  DISTATTN_REQUIRE(opts.mask.kind == MaskKind::None || (opts.mask.q.stride > 0 && opts.mask.k.stride > 0), where,
+                   "mask position strides must be positive (q.stride=" << opts.mask.q.stride
+                                                                    << ", k.stride=" << opts.mask.k.stride << ")");
+}
+
+template <class Exec, class V>
+void check_finite(const Exec& exec, const char* where, const char* arg, const V& x) {
+  const long bad = count_nonfinite4(exec, x);
+  DISTATTN_REQUIRE(bad == 0, where, "argument '" << arg << "' contains " << bad << " NaN/Inf values");
+}
+
+template <class V, class W>
+void check_same4(const char* where, const char* a, const V& x, const char* b, const W& y) {
+  for (int dim = 0; dim < 4; ++dim)
+    DISTATTN_REQUIRE(x.extent(dim) == y.extent(dim), where,
+                     "'" << b << "' extent(" << dim << ")=" << y.extent(dim) << " does not match '" << a
+                         << "' extent(" << dim << ")=" << x.extent(dim));
+}
+
+template <class V>
+void check_stats(const char* where, const char* arg, const V& s, std::size_t B, std::size_t H, std::size_t S) {
+  static_assert(V::rank == 3, "row statistics must be rank-3 Views [batch, heads, seq]");
+  DISTATTN_REQUIRE(s.extent(0) == B && s.extent(1) == H && s.extent(2) == S, where,
+                   "'" << arg << "' must be [batch=" << B << ", heads=" << H << ", seq=" << S << "], got ["
+                       << s.extent(0) << ", " << s.extent(1) << ", " << s.extent(2) << "]");
+}
+
+template <class Exec, class QV, class KV, class VV>
+void check_finite_qkv(const Exec& exec, const char* where, const QV& q, const KV& k, const VV& v) {
+  check_finite(exec, where, "q", q);
+  check_finite(exec, where, "k", k);
+  check_finite(exec, where, "v", v);
+}
+
+/// Shapes of a forward call's o and lse against q, and (when `scan`) NaN/Inf in
+/// q, k, v: shared by the distributed executors' entry checks.
+template <class Exec, class QV, class KV, class VV, class OV, class LV>
+void check_fwd_args(const Exec& exec, const char* where, const QV& q, const KV& k, const VV& v, const OV& o,
+                    const LV& lse, bool scan) {
+  check_same4(where, "q", q, "o", o);
+  check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+  if (scan) check_finite_qkv(exec, where, q, k, v);
+}
+
+/// Shapes of a backward call's tensors against q and k, and (when `scan`) NaN/Inf
+/// in its inputs: shared by attention_bwd and the distributed executors.
+template <class Exec, class QV, class KV, class VV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
+void check_bwd_args(const Exec& exec, const char* where, const QV& q, const KV& k, const VV& v, const OV& o,
+                    const DOV& dout, const LV& lse, const DQV& dq, const DKV& dk, const DVV& dv, bool scan) {
+  check_same4(where, "q", q, "o", o);
+  check_same4(where, "q", q, "dout", dout);
+  check_same4(where, "q", q, "dq", dq);
+  check_same4(where, "k", k, "dk", dk);
+  check_same4(where, "k", k, "dv", dv);
+  check_stats(where, "lse", lse, q.extent(0), q.extent(2), q.extent(1));
+  if (scan) {
+    check_finite_qkv(exec, where, q, k, v);
+    check_finite(exec, where, "dout", dout);
+  }
+}
+
+template <class Exec>
+void check_path(const char* where, const AttnOptions& opts, bool tuned_available) {
+  DISTATTN_REQUIRE(opts.path != KernelPath::Cuda || tuned_available, where,
+                   "KernelPath::Cuda requested, but no CUDA-tuned kernel exists for this execution space, "
+                   "element type and head_dim");
+}
+
+}  // namespace Impl
+
+}  // namespace DistAttn
