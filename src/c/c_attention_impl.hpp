@@ -14,6 +14,7 @@
 #include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/ulysses/ulysses_attention.hpp>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <memory>
@@ -107,41 +108,51 @@ class StreamOrder {
   Exec compute_, transfers_;
 };
 
-/// One distattn_tensor as an unmanaged strided View with the given extents;
-/// strides all 0 mean row-major.
+/// One distattn_tensor as an unmanaged strided View (its shape was checked
+/// against the configuration); strides all 0 mean row-major.
 template <class V>
-V strided_view(const distattn_tensor& t, const std::array<std::int64_t, V::rank>& ext) {
-  std::array<std::int64_t, V::rank> st{};
-  bool dense = true;
-  for (std::size_t d = 0; d < V::rank; ++d) dense = dense && t.strides[d] == 0;
-  for (int d = int(V::rank) - 1; d >= 0; --d)
-    st[std::size_t(d)] = dense ? (d + 1 < int(V::rank) ? st[std::size_t(d) + 1] * ext[std::size_t(d) + 1] : 1)
-                               : t.strides[d];
+V strided_view(const distattn_tensor& t) {
+  constexpr int R = int(V::rank);
+  bool dense      = true;
+  for (int d = 0; d < R; ++d) dense = dense && t.strides[d] == 0;
   Kokkos::LayoutStride ls;
-  for (std::size_t d = 0; d < V::rank; ++d) {
-    ls.dimension[d] = std::size_t(ext[d]);
-    ls.stride[d]    = std::size_t(st[d]);
+  std::int64_t next = 1;
+  for (int d = R - 1; d >= 0; --d) {
+    ls.dimension[d] = std::size_t(t.shape[d]);
+    ls.stride[d]    = std::size_t(dense ? next : t.strides[d]);
+    next *= t.shape[d];
   }
   return V(static_cast<typename V::pointer_type>(t.data), ls);
 }
 
-/// Local argument check of one tensor (inside the pass's agreement).
-inline void check_tensor(const char* where, const char* name, const distattn_tensor& t, int rank) {
+/// "[a, b, c, d]" of the first `rank` entries.
+inline std::string dims(const std::int64_t* x, int rank) {
+  std::string s = "[";
+  for (int d = 0; d < rank; ++d) s += (d ? ", " : "") + std::to_string(x[d]);
+  return s + "]";
+}
+
+/// Local argument check of one tensor (inside the pass's agreement): data, shape
+/// against the configuration (`names` says what each extent is), strides.
+template <std::size_t R>
+void check_tensor(const char* where, const char* name, const distattn_tensor& t,
+                  const std::array<std::int64_t, R>& expect, const char* names) {
   DISTATTN_REQUIRE(t.data != nullptr, where, "argument '" << name << "' has a NULL data pointer");
+  DISTATTN_REQUIRE(std::equal(expect.begin(), expect.end(), t.shape), where,
+                   "argument '" << name << "' has shape " << dims(t.shape, int(R)) << ", the attention was created for "
+                                << names << " = " << dims(expect.data(), int(R)));
   bool all_zero = true, all_positive = true;
-  for (int d = 0; d < rank; ++d) {
+  for (std::size_t d = 0; d < R; ++d) {
     all_zero     = all_zero && t.strides[d] == 0;
     all_positive = all_positive && t.strides[d] > 0;
   }
   DISTATTN_REQUIRE(all_zero || all_positive, where,
-                   "argument '" << name << "' has strides [" << t.strides[0] << ", " << t.strides[1] << ", "
-                                << t.strides[2] << (rank == 4 ? ", " : "")
-                                << (rank == 4 ? std::to_string(t.strides[3]) : std::string())
-                                << "]: strides must be all positive, or all 0 for row-major");
+                   "argument '" << name << "' has strides " << dims(t.strides, int(R))
+                                << ": strides must be all positive, or all 0 for row-major");
 #ifdef KOKKOS_ENABLE_CUDA
   cudaPointerAttributes attr{};
   const bool known = cudaPointerGetAttributes(&attr, t.data) == cudaSuccess;
-  if (!known) cudaGetLastError();  // clears the sticky-free error of an unknown pointer
+  if (!known) cudaGetLastError();  // clears the error an unknown pointer leaves
   DISTATTN_REQUIRE(known && (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged), where,
                    "argument '" << name << "' is not CUDA device memory: this build computes on the GPU");
 #endif
@@ -181,11 +192,11 @@ class TypedAttention final : public Attention {
     pass(stream, [&] {
       agree_.run(*comm_, where, {{"pass", 0}}, [&] {
         StreamOrder::check_stream(where, stream);
-        check_tensor(where, "q", q, 4), check_tensor(where, "k", k, 4), check_tensor(where, "v", v, 4);
-        check_tensor(where, "o", o, 4), check_tensor(where, "lse", lse, 3);
+        check_q(where, "q", q), check_k(where, "k", k), check_k(where, "v", v);
+        check_q(where, "o", o), check_lse(where, lse);
       });
-      exec_->forward(strided_view<In4>(q, qshape()), strided_view<In4>(k, kshape()), strided_view<In4>(v, kshape()),
-                     strided_view<Out4>(o, qshape()), strided_view<OutL>(lse, lshape()));
+      exec_->forward(strided_view<In4>(q), strided_view<In4>(k), strided_view<In4>(v), strided_view<Out4>(o),
+                     strided_view<OutL>(lse));
     });
   }
 
@@ -197,22 +208,29 @@ class TypedAttention final : public Attention {
     pass(stream, [&] {
       agree_.run(*comm_, where, {{"pass", 1}}, [&] {
         StreamOrder::check_stream(where, stream);
-        check_tensor(where, "q", q, 4), check_tensor(where, "k", k, 4), check_tensor(where, "v", v, 4);
-        check_tensor(where, "o", o, 4), check_tensor(where, "dout", dout, 4), check_tensor(where, "lse", lse, 3);
-        check_tensor(where, "dq", dq, 4), check_tensor(where, "dk", dk, 4), check_tensor(where, "dv", dv, 4);
+        check_q(where, "q", q), check_k(where, "k", k), check_k(where, "v", v);
+        check_q(where, "o", o), check_q(where, "dout", dout), check_lse(where, lse);
+        check_q(where, "dq", dq), check_k(where, "dk", dk), check_k(where, "dv", dv);
       });
-      exec_->backward(strided_view<In4>(q, qshape()), strided_view<In4>(k, kshape()), strided_view<In4>(v, kshape()),
-                      strided_view<In4>(o, qshape()), strided_view<In4>(dout, qshape()),
-                      strided_view<InL>(lse, lshape()), strided_view<Out4>(dq, qshape()),
-                      strided_view<Out4>(dk, kshape()), strided_view<Out4>(dv, kshape()));
+      exec_->backward(strided_view<In4>(q), strided_view<In4>(k), strided_view<In4>(v), strided_view<In4>(o),
+                      strided_view<In4>(dout), strided_view<InL>(lse), strided_view<Out4>(dq),
+                      strided_view<Out4>(dk), strided_view<Out4>(dv));
     });
   }
 
  private:
   static Exec compute_space() { return compat::partition_space(Exec(), 1)[0]; }
-  std::array<std::int64_t, 4> qshape() const { return {cfg_.batch, cfg_.local_seq, cfg_.heads, cfg_.head_dim}; }
-  std::array<std::int64_t, 4> kshape() const { return {cfg_.batch, cfg_.local_seq, cfg_.kv_heads, cfg_.head_dim}; }
-  std::array<std::int64_t, 3> lshape() const { return {cfg_.batch, cfg_.heads, cfg_.local_seq}; }
+  void check_q(const char* where, const char* name, const distattn_tensor& t) const {
+    check_tensor<4>(where, name, t, {cfg_.batch, cfg_.local_seq, cfg_.heads, cfg_.head_dim},
+                    "[batch, local_seq, heads, head_dim]");
+  }
+  void check_k(const char* where, const char* name, const distattn_tensor& t) const {
+    check_tensor<4>(where, name, t, {cfg_.batch, cfg_.local_seq, cfg_.kv_heads, cfg_.head_dim},
+                    "[batch, local_seq, kv_heads, head_dim]");
+  }
+  void check_lse(const char* where, const distattn_tensor& t) const {
+    check_tensor<3>(where, "lse", t, {cfg_.batch, cfg_.heads, cfg_.local_seq}, "[batch, heads, local_seq]");
+  }
 
   /// Runs a pass; the caller's stream waits for it whether it succeeded or not.
   template <class F>

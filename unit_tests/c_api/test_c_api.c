@@ -217,11 +217,12 @@ static void check_executor(distattn_comm comm, distattn_executor executor, dista
   scatter(&dout, fp64, p.dout, pos, B, c, N, H, D);
 
   /* Row-major tensors are passed with strides 0 (the default), the others with theirs. */
-  distattn_tensor tq = {q.data, {heads_first[0], heads_first[1], heads_first[2], heads_first[3]}};
-  distattn_tensor tk = {k.data, {0, 0, 0, 0}}, tv = {v.data, {0, 0, 0, 0}}, to = {o.data, {0, 0, 0, 0}};
-  distattn_tensor tdo = {dout.data, {0, 0, 0, 0}}, tl = {lse, {0, 0, 0, 0}};
-  distattn_tensor tdq = {dq.data, {heads_first[0], heads_first[1], heads_first[2], heads_first[3]}};
-  distattn_tensor tdk = {dk.data, {0, 0, 0, 0}}, tdv = {dv.data, {0, 0, 0, 0}};
+#define SHAPE_Q {B, c, H, D}
+#define SHAPE_K {B, c, Hkv, D}
+#define HEADS_FIRST {heads_first[0], heads_first[1], heads_first[2], heads_first[3]}
+  distattn_tensor tq = {q.data, SHAPE_Q, HEADS_FIRST}, tk = {k.data, SHAPE_K, {0}}, tv = {v.data, SHAPE_K, {0}};
+  distattn_tensor to = {o.data, SHAPE_Q, {0}}, tdo = {dout.data, SHAPE_Q, {0}}, tl = {lse, {B, H, c}, {0}};
+  distattn_tensor tdq = {dq.data, SHAPE_Q, HEADS_FIRST}, tdk = {dk.data, SHAPE_K, {0}}, tdv = {dv.data, SHAPE_K, {0}};
 
   st = distattn_attention_forward(attn, &tq, &tk, &tv, &to, &tl, NULL);
   CHECK(st == DISTATTN_SUCCESS, "forward %s: %s", executor_name(executor), distattn_last_error());
@@ -327,12 +328,16 @@ static void check_errors(distattn_comm comm) {
   if (st != DISTATTN_SUCCESS) return;
   const size_t n = 1 * 4 * 2 * 8;
   float *buf = calloc(6 * n, sizeof(float)), *lse = calloc(8, sizeof(float));
-  distattn_tensor q = {buf, {0, 0, 0, 0}}, k = {buf + n, {0, 0, 0, 0}}, v = {buf + 2 * n, {0, 0, 0, 0}};
-  distattn_tensor o = {buf + 3 * n, {0, 0, 0, 0}}, l = {lse, {0, 0, 0, 0}};
+  distattn_tensor q = {buf, {1, 4, 2, 8}, {0}}, k = {buf + n, {1, 4, 2, 8}, {0}}, v = {buf + 2 * n, {1, 4, 2, 8}, {0}};
+  distattn_tensor o = {buf + 3 * n, {1, 4, 2, 8}, {0}}, l = {lse, {1, 2, 4}, {0}};
   if (rank_ == 0) q.data = NULL;
   expect_error(distattn_attention_forward(attn, &q, &k, &v, &o, &l, NULL), DISTATTN_ERROR_INVALID_ARGUMENT, "'q'",
                "NULL q on rank 0 only");
   q.data = buf;
+  if (rank_ == size_ - 1) k.shape[1] = 2;
+  expect_error(distattn_attention_forward(attn, &q, &k, &v, &o, &l, NULL), DISTATTN_ERROR_INVALID_ARGUMENT,
+               "'k' has shape", "2 tokens of k on the last rank");
+  k.shape[1] = 4;
   if (!distattn_is_cuda_build()) {
     int dummy = 0;
     expect_error(distattn_attention_forward(attn, &q, &k, &v, &o, &l, &dummy), DISTATTN_ERROR_INVALID_ARGUMENT,

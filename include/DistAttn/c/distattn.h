@@ -89,10 +89,12 @@ typedef struct distattn_attention_config {
   size_t memory_limit_bytes;      /* workspace bound per rank; 0: free device memory */
 } distattn_attention_config;
 
-/* One tensor argument: data and strides in elements, outermost first. All four
- * (three for lse) strides 0 means row-major contiguous. */
+/* One tensor argument: data, shape, and strides in elements, outermost first
+ * (lse uses the first three entries). The shape must be the one the attention
+ * was created for (checked on every rank); strides all 0 mean row-major. */
 typedef struct distattn_tensor {
   void* data;
+  int64_t shape[4];
   int64_t strides[4];
 } distattn_tensor;
 
