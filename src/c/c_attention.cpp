@@ -102,9 +102,21 @@ Attention& checked(distattn_attention a, const char* where) {
   return *a->impl;
 }
 
-const distattn_tensor& arg(const distattn_tensor* t, const char* where, const char* name) {
-  DISTATTN_REQUIRE(t != nullptr, where, "argument '" << name << "' is NULL");
-  return *t;
+/// A NULL tensor argument becomes one with a NULL data pointer, which the pass's
+/// agreed checks report on every rank (a local throw here would leave the other
+/// ranks waiting in the agreement).
+const distattn_tensor& arg(const distattn_tensor* t) {
+  static const distattn_tensor none{};
+  return t ? *t : none;
+}
+
+/// A pass's entry: Kokkos running and a live attention, then f(attention).
+template <class F>
+distattn_status pass_entry(distattn_attention attn, const char* where, F&& f) {
+  return guarded([&] {
+    require_initialized(where);
+    f(checked(attn, where));
+  });
 }
 
 }  // namespace
@@ -152,18 +164,6 @@ distattn_status distattn_attention_destroy(distattn_attention attn) {
   return guarded([&] { delete attn; });
 }
 
-distattn_status distattn_attention_position(distattn_attention attn, int rank, int64_t i, int64_t* position) {
-  return guarded([&] {
-    constexpr const char* where = "distattn_attention_position";
-    auto& a = checked(attn, where);
-    DISTATTN_REQUIRE(position != nullptr, where, "argument 'position' is NULL");
-    DISTATTN_REQUIRE(rank >= 0 && rank < a.comm_size(), where,
-                     "argument 'rank' = " << rank << " must lie in [0, " << a.comm_size() << ")");
-    DISTATTN_REQUIRE(i >= 0, where, "argument 'i' = " << i << " must be >= 0");
-    *position = a.position(rank, i);
-  });
-}
-
 distattn_status distattn_attention_positions(distattn_attention attn, int rank, int64_t* positions) {
   return guarded([&] {
     constexpr const char* where = "distattn_attention_positions";
@@ -178,12 +178,8 @@ distattn_status distattn_attention_positions(distattn_attention attn, int rank, 
 distattn_status distattn_attention_forward(distattn_attention attn, const distattn_tensor* q,
                                            const distattn_tensor* k, const distattn_tensor* v,
                                            const distattn_tensor* o, const distattn_tensor* lse, void* stream) {
-  return guarded([&] {
-    constexpr const char* where = "distattn_attention_forward";
-    require_initialized(where);
-    checked(attn, where).forward(arg(q, where, "q"), arg(k, where, "k"), arg(v, where, "v"), arg(o, where, "o"),
-                                 arg(lse, where, "lse"), stream);
-  });
+  return pass_entry(attn, "distattn_attention_forward",
+                    [&](Attention& a) { a.forward(arg(q), arg(k), arg(v), arg(o), arg(lse), stream); });
 }
 
 distattn_status distattn_attention_backward(distattn_attention attn, const distattn_tensor* q,
@@ -191,12 +187,8 @@ distattn_status distattn_attention_backward(distattn_attention attn, const dista
                                             const distattn_tensor* o, const distattn_tensor* dout,
                                             const distattn_tensor* lse, const distattn_tensor* dq,
                                             const distattn_tensor* dk, const distattn_tensor* dv, void* stream) {
-  return guarded([&] {
-    constexpr const char* where = "distattn_attention_backward";
-    require_initialized(where);
-    checked(attn, where).backward(arg(q, where, "q"), arg(k, where, "k"), arg(v, where, "v"), arg(o, where, "o"),
-                                  arg(dout, where, "dout"), arg(lse, where, "lse"), arg(dq, where, "dq"),
-                                  arg(dk, where, "dk"), arg(dv, where, "dv"), stream);
+  return pass_entry(attn, "distattn_attention_backward", [&](Attention& a) {
+    a.backward(arg(q), arg(k), arg(v), arg(o), arg(dout), arg(lse), arg(dq), arg(dk), arg(dv), stream);
   });
 }
 

@@ -187,35 +187,33 @@ class TypedAttention final : public Attention {
 
   void forward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v, const distattn_tensor& o,
                const distattn_tensor& lse, void* stream) override {
-    constexpr const char* where = "distattn_attention_forward";
-    order_.enter(stream);
-    pass(stream, [&] {
-      agree_.run(*comm_, where, {{"pass", 0}}, [&] {
-        StreamOrder::check_stream(where, stream);
-        check_q(where, "q", q), check_k(where, "k", k), check_k(where, "v", v);
-        check_q(where, "o", o), check_lse(where, lse);
-      });
-      exec_->forward(strided_view<In4>(q), strided_view<In4>(k), strided_view<In4>(v), strided_view<Out4>(o),
-                     strided_view<OutL>(lse));
-    });
+    pass(
+        "distattn_attention_forward", 0, stream,
+        [&](const char* where) {
+          check_q(where, "q", q), check_k(where, "k", k), check_k(where, "v", v);
+          check_q(where, "o", o), check_lse(where, lse);
+        },
+        [&] {
+          exec_->forward(strided_view<In4>(q), strided_view<In4>(k), strided_view<In4>(v), strided_view<Out4>(o),
+                         strided_view<OutL>(lse));
+        });
   }
 
   void backward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v, const distattn_tensor& o,
                 const distattn_tensor& dout, const distattn_tensor& lse, const distattn_tensor& dq,
                 const distattn_tensor& dk, const distattn_tensor& dv, void* stream) override {
-    constexpr const char* where = "distattn_attention_backward";
-    order_.enter(stream);
-    pass(stream, [&] {
-      agree_.run(*comm_, where, {{"pass", 1}}, [&] {
-        StreamOrder::check_stream(where, stream);
-        check_q(where, "q", q), check_k(where, "k", k), check_k(where, "v", v);
-        check_q(where, "o", o), check_q(where, "dout", dout), check_lse(where, lse);
-        check_q(where, "dq", dq), check_k(where, "dk", dk), check_k(where, "dv", dv);
-      });
-      exec_->backward(strided_view<In4>(q), strided_view<In4>(k), strided_view<In4>(v), strided_view<In4>(o),
-                      strided_view<In4>(dout), strided_view<InL>(lse), strided_view<Out4>(dq),
-                      strided_view<Out4>(dk), strided_view<Out4>(dv));
-    });
+    pass(
+        "distattn_attention_backward", 1, stream,
+        [&](const char* where) {
+          check_q(where, "q", q), check_k(where, "k", k), check_k(where, "v", v);
+          check_q(where, "o", o), check_q(where, "dout", dout), check_lse(where, lse);
+          check_q(where, "dq", dq), check_k(where, "dk", dk), check_k(where, "dv", dv);
+        },
+        [&] {
+          exec_->backward(strided_view<In4>(q), strided_view<In4>(k), strided_view<In4>(v), strided_view<In4>(o),
+                          strided_view<In4>(dout), strided_view<InL>(lse), strided_view<Out4>(dq),
+                          strided_view<Out4>(dk), strided_view<Out4>(dv));
+        });
   }
 
  private:
@@ -232,11 +230,17 @@ class TypedAttention final : public Attention {
     check_tensor<3>(where, "lse", t, {cfg_.batch, cfg_.heads, cfg_.local_seq}, "[batch, heads, local_seq]");
   }
 
-  /// Runs a pass; the caller's stream waits for it whether it succeeded or not.
-  template <class F>
-  void pass(void* stream, F&& f) {
+  /// One pass: ordered after the caller's stream, every rank's argument checks
+  /// agreed on, then `call`; the caller's stream waits for it whether it succeeded or not.
+  template <class Checks, class Call>
+  void pass(const char* where, int id, void* stream, Checks&& checks, Call&& call) {
+    order_.enter(stream);
     try {
-      f();
+      agree_.run(*comm_, where, {{"pass", id}}, [&] {
+        StreamOrder::check_stream(where, stream);
+        checks(where);
+      });
+      call();
     } catch (...) {
       try {
         order_.leave(stream);

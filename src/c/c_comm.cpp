@@ -35,6 +35,20 @@ distattn_comm* checked_out(distattn_comm* out, const char* where) {
   return out;
 }
 
+void publish(distattn_comm* out, CommHolder holder) {
+  auto h    = std::make_unique<distattn_comm_s>();
+  h->holder = std::move(holder);
+  *out      = h.release();
+}
+
+#if DISTATTN_ENABLE_NCCL
+void check_id(const void* id, size_t id_bytes, const char* where) {
+  DISTATTN_REQUIRE(id != nullptr, where, "argument 'id' is NULL");
+  DISTATTN_REQUIRE(id_bytes == sizeof(ncclUniqueId), where,
+                   "argument 'id_bytes' = " << id_bytes << " must be " << sizeof(ncclUniqueId));
+}
+#endif
+
 #if !DISTATTN_ENABLE_NCCL
 [[noreturn]] void no_nccl(const char* where) {
   throw Unsupported(std::string(where) +
@@ -60,9 +74,9 @@ distattn_status distattn_comm_create_mpi_f(int64_t mpi_fortran_handle, distattn_
     DISTATTN_REQUIRE(mpi_up, where, "MPI is not initialized (call MPI_Init first)");
     const MPI_Comm raw = MPI_Comm_f2c(MPI_Fint(mpi_fortran_handle));
     DISTATTN_REQUIRE(raw != MPI_COMM_NULL, where, "argument 'mpi_fortran_handle' is MPI_COMM_NULL");
-    auto h = std::make_unique<distattn_comm_s>();
-    h->holder.mpi = std::make_shared<MpiComm>(MpiComm::from_raw(raw, transfer_space()).duplicate());
-    *out = h.release();
+    CommHolder c;
+    c.mpi = std::make_shared<MpiComm>(MpiComm::from_raw(raw, transfer_space()).duplicate());
+    publish(out, std::move(c));
   });
 }
 
@@ -73,9 +87,9 @@ distattn_status distattn_comm_create_nccl(void* nccl_comm, distattn_comm* out) {
     require_initialized(where);
 #if DISTATTN_ENABLE_NCCL
     DISTATTN_REQUIRE(nccl_comm != nullptr, where, "argument 'nccl_comm' is NULL");
-    auto h = std::make_unique<distattn_comm_s>();
-    h->holder.nccl = std::make_shared<NcclComm>(NcclComm::from_raw(static_cast<ncclComm_t>(nccl_comm), transfer_space()));
-    *out = h.release();
+    CommHolder c;
+    c.nccl = std::make_shared<NcclComm>(NcclComm::from_raw(static_cast<ncclComm_t>(nccl_comm), transfer_space()));
+    publish(out, std::move(c));
 #else
     (void)nccl_comm;
     no_nccl(where);
@@ -95,9 +109,7 @@ distattn_status distattn_nccl_unique_id(void* id, size_t id_bytes) {
   return guarded([&] {
     constexpr const char* where = "distattn_nccl_unique_id";
 #if DISTATTN_ENABLE_NCCL
-    DISTATTN_REQUIRE(id != nullptr, where, "argument 'id' is NULL");
-    DISTATTN_REQUIRE(id_bytes == sizeof(ncclUniqueId), where,
-                     "argument 'id_bytes' = " << id_bytes << " must be " << sizeof(ncclUniqueId));
+    check_id(id, id_bytes, where);
     ncclUniqueId u;
     DISTATTN_NCCL_CHECK(ncclGetUniqueId(&u), where);
     std::memcpy(id, &u, sizeof u);
@@ -115,14 +127,12 @@ distattn_status distattn_comm_create_nccl_id(const void* id, size_t id_bytes, in
     checked_out(out, where);
     require_initialized(where);
 #if DISTATTN_ENABLE_NCCL
-    DISTATTN_REQUIRE(id != nullptr, where, "argument 'id' is NULL");
-    DISTATTN_REQUIRE(id_bytes == sizeof(ncclUniqueId), where,
-                     "argument 'id_bytes' = " << id_bytes << " must be " << sizeof(ncclUniqueId));
+    check_id(id, id_bytes, where);
     ncclUniqueId u;
     std::memcpy(&u, id, sizeof u);
-    auto h = std::make_unique<distattn_comm_s>();
-    h->holder.nccl = std::make_shared<NcclComm>(NcclComm::from_unique_id(u, nranks, rank, transfer_space()));
-    *out = h.release();
+    CommHolder c;
+    c.nccl = std::make_shared<NcclComm>(NcclComm::from_unique_id(u, nranks, rank, transfer_space()));
+    publish(out, std::move(c));
 #else
     (void)id, (void)id_bytes, (void)nranks, (void)rank;
     no_nccl(where);

@@ -71,6 +71,15 @@ void require_initialized(const char* where);
 /// The thread's last error message (c_status.cpp).
 void set_last_error(const char* msg);
 
+/// A failed call's status, with the exception's message kept for distattn_last_error.
+inline distattn_status failed(distattn_status status, const char* message) noexcept {
+  try {
+    set_last_error(message);
+  } catch (...) {
+  }
+  return status;
+}
+
 /// Runs f, turning every exception into a status and the thread's message.
 template <class F>
 distattn_status guarded(F&& f) noexcept {
@@ -79,26 +88,19 @@ distattn_status guarded(F&& f) noexcept {
     set_last_error("");
     return DISTATTN_SUCCESS;
   } catch (const Unsupported& e) {
-    set_last_error(e.what());
-    return DISTATTN_ERROR_UNSUPPORTED;
+    return failed(DISTATTN_ERROR_UNSUPPORTED, e.what());
   } catch (const NotInitialized& e) {
-    set_last_error(e.what());
-    return DISTATTN_ERROR_NOT_INITIALIZED;
+    return failed(DISTATTN_ERROR_NOT_INITIALIZED, e.what());
   } catch (const InvalidArgument& e) {
-    set_last_error(e.what());
-    return DISTATTN_ERROR_INVALID_ARGUMENT;
+    return failed(DISTATTN_ERROR_INVALID_ARGUMENT, e.what());
   } catch (const CommunicationError& e) {
-    set_last_error(e.what());
-    return DISTATTN_ERROR_COMMUNICATION;
+    return failed(DISTATTN_ERROR_COMMUNICATION, e.what());
   } catch (const std::bad_alloc& e) {
-    set_last_error(e.what());
-    return DISTATTN_ERROR_OUT_OF_MEMORY;
+    return failed(DISTATTN_ERROR_OUT_OF_MEMORY, e.what());
   } catch (const std::exception& e) {
-    set_last_error(e.what());
-    return DISTATTN_ERROR_INTERNAL;
+    return failed(DISTATTN_ERROR_INTERNAL, e.what());
   } catch (...) {
-    set_last_error("DistAttn C API: unknown exception");
-    return DISTATTN_ERROR_INTERNAL;
+    return failed(DISTATTN_ERROR_INTERNAL, "DistAttn C API: unknown exception");
   }
 }
 

@@ -20,7 +20,7 @@
  *   k, v, dk, dv   [batch, local_seq, kv_heads, head_dim]
  *   lse            [batch, heads, local_seq], fp32 (fp64 for DISTATTN_FP64), natural log
  * where local_seq is this rank's number of tokens; which global positions they
- * are depends on the executor (distattn_attention_position). */
+ * are depends on the executor (distattn_attention_positions). */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -148,11 +148,9 @@ DISTATTN_C_EXPORT distattn_status distattn_attention_create(distattn_comm comm,
                                                             const distattn_attention_config* config,
                                                             distattn_attention* out);
 DISTATTN_C_EXPORT distattn_status distattn_attention_destroy(distattn_attention attn);
-/* Global position (0-based, in the sequence of local_seq x ranks tokens) of
- * local row i of `rank`: how callers shard and gather. */
-DISTATTN_C_EXPORT distattn_status distattn_attention_position(distattn_attention attn, int rank, int64_t i,
-                                                              int64_t* position);
-/* The positions of all local_seq rows of `rank` (positions[i] as above). */
+/* positions[i]: the global position (0-based, in the sequence of local_seq x
+ * ranks tokens) of local row i of `rank`, for i < local_seq: how callers shard
+ * and gather. */
 DISTATTN_C_EXPORT distattn_status distattn_attention_positions(distattn_attention attn, int rank, int64_t* positions);
 
 /* Forward: o and lse from q, k, v. `stream` is a cudaStream_t on CUDA builds
