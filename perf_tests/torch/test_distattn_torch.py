@@ -15,6 +15,7 @@ Exit status 77 (ctest SKIP_RETURN_CODE) with a message where PyTorch, a GPU or a
 shared CUDA build of the library is missing.
 """
 import os
+import re
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ def launch():
     if not torch.cuda.is_available():
         return skip("no CUDA device")
     lib = os.environ.get("DISTATTN_LIB", "")
-    if not lib.endswith(".so") or not os.path.exists(lib):
+    if not re.search(r"\.so(\.[0-9.]+)?$", lib) or not os.path.exists(lib):
         return skip(f"DISTATTN_LIB='{lib}' is not a shared library: configure with -DBUILD_SHARED_LIBS=ON")
     if "LOCAL_RANK" in os.environ:
         return None

@@ -121,7 +121,7 @@ class NullContext:
 
 
 def run_way(a, way, S, comm):
-    rank, world = dist.get_rank(), dist.get_world_size()
+    world = dist.get_world_size()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     layers = build_model(a)
@@ -130,13 +130,14 @@ def run_way(a, way, S, comm):
     target = torch.randn(1, S, a.hidden, device="cuda", dtype=torch.bfloat16, generator=g)
     pos = torch.arange(S, device="cuda")
     if way == "distattn":
-        attns = [dt.DistributedAttention(comm, a.executor, batch=1, local_seq=S // world, heads=a.heads,
-                                         kv_heads=a.kv_heads, head_dim=a.hidden // a.heads, dtype=torch.bfloat16)
-                 for _ in range(a.layers)]
-        by_layer = {id(l): at for l, at in zip(layers, attns)}
-        mine = attns[0].positions().to("cuda")
+        # One executor for every layer: its workspace is allocated once, and what it
+        # keeps from a forward for the backward is keyed on the tensors' addresses,
+        # which stay distinct while autograd holds them.
+        attn = dt.DistributedAttention(comm, a.executor, batch=1, local_seq=S // world, heads=a.heads,
+                                       kv_heads=a.kv_heads, head_dim=a.hidden // a.heads, dtype=torch.bfloat16)
+        mine = attn.positions().to("cuda")
         x, target, pos = dt.shard(x, mine), dt.shard(target, mine), mine
-        attend = lambda layer, q, k, v: by_layer[id(layer)](q, k, v)
+        attend = lambda layer, q, k, v: attn(q, k, v)
         context = NullContext
     else:
         from torch.distributed.device_mesh import init_device_mesh
@@ -168,8 +169,7 @@ def run_way(a, way, S, comm):
     mem = torch.tensor([torch.cuda.max_memory_allocated() / 2**30, (total - free) / 2**30], device="cuda")
     dist.all_reduce(mem, op=dist.ReduceOp.MAX)
     if way == "distattn":
-        for at in attns:
-            at.close()
+        attn.close()
     del layers, x, target
     return losses, times, mem.tolist()
 
