@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The PyTorch binding on one host with >= 2 GPUs, one call:
 #   gpu_torch.sh KOKKOS_ROOT BUILD_DIR OUT_DIR [SEQS...]
+# 0. if KOKKOS_ROOT does not exist and KOKKOS_SRC / KK_SRC name Kokkos and Kokkos
+#    Kernels source trees, installs them there built with -fPIC (a shared library
+#    cannot hold a default static Kokkos, docs/design/c_abi.md; nvcc_wrapper's
+#    default_arch is set to sm_90 in KOKKOS_SRC, as the README says);
 # 1. builds libdistattn.so (CUDA, NCCL, tuned kernels) in BUILD_DIR unless there;
-#    a shared library needs a Kokkos / Kokkos Kernels install built with
-#    -DCMAKE_POSITION_INDEPENDENT_CODE=ON (docs/design/c_abi.md);
 # 2. the binding's test against torch SDPA on 2 GPUs (test_distattn_torch.py);
 # 3. the training-step comparison (train_compare.py): DistAttn vs PyTorch context
 #    parallel with cuDNN and flash, at SEQS (default 65536 131072).
@@ -14,6 +16,20 @@ SEQS=${*:-65536 131072}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if [ ! -d "$KROOT" ] && [ -n "${KOKKOS_SRC:-}" ] && [ -n "${KK_SRC:-}" ]; then
+  echo "== building Kokkos and Kokkos Kernels with -fPIC into $KROOT" | tee "$OUT/kokkos.log"
+  sed -i 's/default_arch="sm_70"/default_arch="sm_90"/' "$KOKKOS_SRC/bin/nvcc_wrapper"
+  cmake -S "$KOKKOS_SRC" -B "$OUT/build-kokkos" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
+    -DCMAKE_CXX_COMPILER="$KOKKOS_SRC/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON \
+    -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_HOPPER90=ON \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON >>"$OUT/kokkos.log" 2>&1 &&
+  cmake --build "$OUT/build-kokkos" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$OUT/build-kokkos" >>"$OUT/kokkos.log" 2>&1 &&
+  cmake -S "$KK_SRC" -B "$OUT/build-kk" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
+    -DCMAKE_CXX_COMPILER="$KROOT/bin/nvcc_wrapper" -DKokkos_ROOT="$KROOT" -DKokkosKernels_ENABLE_TPL_CUBLAS=ON \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON >>"$OUT/kokkos.log" 2>&1 &&
+  cmake --build "$OUT/build-kk" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$OUT/build-kk" >>"$OUT/kokkos.log" 2>&1 \
+    || { tail -20 "$OUT/kokkos.log"; exit 1; }
+fi
 if [ ! -e "$B/src/libdistattn.so" ]; then
   echo "== building libdistattn.so in $B" | tee "$OUT/build.log"
   export NVCC_WRAPPER_DEFAULT_ARCH=${NVCC_WRAPPER_DEFAULT_ARCH:-sm_90}
@@ -22,7 +38,21 @@ if [ ! -e "$B/src/libdistattn.so" ]; then
     -DDistAttn_ENABLE_NCCL=ON -DDistAttn_ENABLE_CUDA_KERNELS=ON -DDistAttn_ENABLE_TESTS=OFF \
     -DDistAttn_ENABLE_PERFTESTS=OFF -DDistAttn_ENABLE_DRIVER=OFF >>"$OUT/build.log" 2>&1
   cmake --build "$B" -j "$(nproc)" --target distattn >>"$OUT/build.log" 2>&1
-  if [ ! -e "$B/src/libdistattn.so" ]; then
+  if [ ! -d "$KROOT" ] && [ -n "${KOKKOS_SRC:-}" ] && [ -n "${KK_SRC:-}" ]; then
+  echo "== building Kokkos and Kokkos Kernels with -fPIC into $KROOT" | tee "$OUT/kokkos.log"
+  sed -i 's/default_arch="sm_70"/default_arch="sm_90"/' "$KOKKOS_SRC/bin/nvcc_wrapper"
+  cmake -S "$KOKKOS_SRC" -B "$OUT/build-kokkos" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
+    -DCMAKE_CXX_COMPILER="$KOKKOS_SRC/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON \
+    -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_HOPPER90=ON \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON >>"$OUT/kokkos.log" 2>&1 &&
+  cmake --build "$OUT/build-kokkos" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$OUT/build-kokkos" >>"$OUT/kokkos.log" 2>&1 &&
+  cmake -S "$KK_SRC" -B "$OUT/build-kk" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
+    -DCMAKE_CXX_COMPILER="$KROOT/bin/nvcc_wrapper" -DKokkos_ROOT="$KROOT" -DKokkosKernels_ENABLE_TPL_CUBLAS=ON \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON >>"$OUT/kokkos.log" 2>&1 &&
+  cmake --build "$OUT/build-kk" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$OUT/build-kk" >>"$OUT/kokkos.log" 2>&1 \
+    || { tail -20 "$OUT/kokkos.log"; exit 1; }
+fi
+if [ ! -e "$B/src/libdistattn.so" ]; then
     grep -m3 -E "recompile with -fPIC|TPOFF32|error" "$OUT/build.log"
     echo "libdistattn.so did not build (log: $OUT/build.log); a relocation error means Kokkos was not built with -fPIC"
     exit 1
