@@ -142,7 +142,7 @@ class Communicator:
         buf = (ctypes.c_ubyte * n)()
         if rank == 0:
             _check(lib.distattn_nccl_unique_id(ctypes.cast(buf, ctypes.c_void_p), n))
-        dev = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
+        dev = "cuda" if "nccl" in str(dist.get_backend(group)) else "cpu"
         t = torch.tensor(list(bytes(buf)), dtype=torch.uint8, device=dev)
         dist.broadcast(t, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
         idbuf = (ctypes.c_ubyte * n).from_buffer_copy(bytes(t.cpu().tolist()))
