@@ -11,24 +11,26 @@
 #    parallel with cuDNN and flash, at SEQS (default 65536 131072).
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0).
 set -u
-KROOT=$1; B=$2; OUT=$3; shift 3
+KROOT=$(realpath -m "$1"); B=$2; OUT=$3; shift 3
 SEQS=${*:-65536 131072}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# cmake configure + build + install of one source tree, appended to $OUT/kokkos.log.
+build_install() {
+  local src=$1 bld=$2; shift 2
+  cmake -S "$src" -B "$bld" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
+    -DCMAKE_POSITION_INDEPENDENT_CODE=ON "$@" >>"$OUT/kokkos.log" 2>&1 &&
+    cmake --build "$bld" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$bld" >>"$OUT/kokkos.log" 2>&1
+}
 if [ ! -d "$KROOT" ] && [ -n "${KOKKOS_SRC:-}" ] && [ -n "${KK_SRC:-}" ]; then
   echo "== building Kokkos and Kokkos Kernels with -fPIC into $KROOT" | tee "$OUT/kokkos.log"
   sed -i 's/default_arch="sm_70"/default_arch="sm_90"/' "$KOKKOS_SRC/bin/nvcc_wrapper"
-  cmake -S "$KOKKOS_SRC" -B "$OUT/build-kokkos" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
-    -DCMAKE_CXX_COMPILER="$KOKKOS_SRC/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON \
-    -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_HOPPER90=ON \
-    -DCMAKE_POSITION_INDEPENDENT_CODE=ON >>"$OUT/kokkos.log" 2>&1 &&
-  cmake --build "$OUT/build-kokkos" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$OUT/build-kokkos" >>"$OUT/kokkos.log" 2>&1 &&
-  cmake -S "$KK_SRC" -B "$OUT/build-kk" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
-    -DCMAKE_CXX_COMPILER="$KROOT/bin/nvcc_wrapper" -DKokkos_ROOT="$KROOT" -DKokkosKernels_ENABLE_TPL_CUBLAS=ON \
-    -DCMAKE_POSITION_INDEPENDENT_CODE=ON >>"$OUT/kokkos.log" 2>&1 &&
-  cmake --build "$OUT/build-kk" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$OUT/build-kk" >>"$OUT/kokkos.log" 2>&1 \
-    || { tail -20 "$OUT/kokkos.log"; exit 1; }
+  build_install "$KOKKOS_SRC" "$OUT/build-kokkos" -DCMAKE_CXX_COMPILER="$KOKKOS_SRC/bin/nvcc_wrapper" \
+    -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON \
+    -DKokkos_ARCH_HOPPER90=ON &&
+  build_install "$KK_SRC" "$OUT/build-kk" -DCMAKE_CXX_COMPILER="$KROOT/bin/nvcc_wrapper" -DKokkos_ROOT="$KROOT" \
+    -DKokkosKernels_ENABLE_TPL_CUBLAS=ON || { tail -20 "$OUT/kokkos.log"; exit 1; }
 fi
 if [ ! -e "$B/src/libdistattn.so" ]; then
   echo "== building libdistattn.so in $B" | tee "$OUT/build.log"
@@ -38,21 +40,7 @@ if [ ! -e "$B/src/libdistattn.so" ]; then
     -DDistAttn_ENABLE_NCCL=ON -DDistAttn_ENABLE_CUDA_KERNELS=ON -DDistAttn_ENABLE_TESTS=OFF \
     -DDistAttn_ENABLE_PERFTESTS=OFF -DDistAttn_ENABLE_DRIVER=OFF >>"$OUT/build.log" 2>&1
   cmake --build "$B" -j "$(nproc)" --target distattn >>"$OUT/build.log" 2>&1
-  if [ ! -d "$KROOT" ] && [ -n "${KOKKOS_SRC:-}" ] && [ -n "${KK_SRC:-}" ]; then
-  echo "== building Kokkos and Kokkos Kernels with -fPIC into $KROOT" | tee "$OUT/kokkos.log"
-  sed -i 's/default_arch="sm_70"/default_arch="sm_90"/' "$KOKKOS_SRC/bin/nvcc_wrapper"
-  cmake -S "$KOKKOS_SRC" -B "$OUT/build-kokkos" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
-    -DCMAKE_CXX_COMPILER="$KOKKOS_SRC/bin/nvcc_wrapper" -DCMAKE_CXX_STANDARD=17 -DKokkos_ENABLE_SERIAL=ON \
-    -DKokkos_ENABLE_CUDA=ON -DKokkos_ENABLE_CUDA_LAMBDA=ON -DKokkos_ARCH_HOPPER90=ON \
-    -DCMAKE_POSITION_INDEPENDENT_CODE=ON >>"$OUT/kokkos.log" 2>&1 &&
-  cmake --build "$OUT/build-kokkos" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$OUT/build-kokkos" >>"$OUT/kokkos.log" 2>&1 &&
-  cmake -S "$KK_SRC" -B "$OUT/build-kk" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$KROOT" \
-    -DCMAKE_CXX_COMPILER="$KROOT/bin/nvcc_wrapper" -DKokkos_ROOT="$KROOT" -DKokkosKernels_ENABLE_TPL_CUBLAS=ON \
-    -DCMAKE_POSITION_INDEPENDENT_CODE=ON >>"$OUT/kokkos.log" 2>&1 &&
-  cmake --build "$OUT/build-kk" -j "$(nproc)" >>"$OUT/kokkos.log" 2>&1 && cmake --install "$OUT/build-kk" >>"$OUT/kokkos.log" 2>&1 \
-    || { tail -20 "$OUT/kokkos.log"; exit 1; }
-fi
-if [ ! -e "$B/src/libdistattn.so" ]; then
+  if [ ! -e "$B/src/libdistattn.so" ]; then
     grep -m3 -E "recompile with -fPIC|TPOFF32|error" "$OUT/build.log"
     echo "libdistattn.so did not build (log: $OUT/build.log); a relocation error means Kokkos was not built with -fPIC"
     exit 1
