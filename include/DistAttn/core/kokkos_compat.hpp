@@ -93,6 +93,20 @@ inline void global_fence(const std::string& label) {
 #endif
 }
 
+/// Kokkos::initialize on GPU `device` (-1: Kokkos's own choice): for callers that
+/// start Kokkos themselves (the C ABI) after the host program picked a device.
+inline void initialize_on_device(int device) {
+#if KOKKOS_VERSION >= 30700
+  Kokkos::InitializationSettings settings;
+  if (device >= 0) settings.set_device_id(device);
+  Kokkos::initialize(settings);
+#else
+  Kokkos::InitArguments args;
+  args.device_id = device;
+  Kokkos::initialize(args);
+#endif
+}
+
 /// Two instances of an execution space that may run concurrently (distinct CUDA
 /// streams on CUDA); on host backends or old Kokkos, copies of the same instance.
 template <class Exec>

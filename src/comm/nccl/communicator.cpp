@@ -69,8 +69,6 @@ Communicator<NcclSpace, Kokkos::Cuda> Communicator<NcclSpace, Kokkos::Cuda>::ado
 Communicator<NcclSpace, Kokkos::Cuda> Communicator<NcclSpace, Kokkos::Cuda>::from_mpi(
     MPI_Comm mpi_comm, const Kokkos::Cuda& exec) {
   constexpr const char* where = "DistAttn::Communicator<NCCL>::from_mpi";
-  nccl::ensure_nvls_disabled();
-  const TimeoutSettings timeout = TimeoutSettings::from_environment();
   int rank = 0, size = 0;
   DISTATTN_MPI_CHECK(MPI_Comm_rank(mpi_comm, &rank), where);
   DISTATTN_MPI_CHECK(MPI_Comm_size(mpi_comm, &size), where);
@@ -90,12 +88,22 @@ Communicator<NcclSpace, Kokkos::Cuda> Communicator<NcclSpace, Kokkos::Cuda>::fro
   if (!msg.ok) {
     Impl::throw_communication_error(where, std::string("ncclGetUniqueId failed on rank 0: ") + msg.error);
   }
+  return from_unique_id(msg.id, size, rank, exec);
+}
+
+Communicator<NcclSpace, Kokkos::Cuda> Communicator<NcclSpace, Kokkos::Cuda>::from_unique_id(
+    const ncclUniqueId& id, int nranks, int rank, const Kokkos::Cuda& exec) {
+  constexpr const char* where = "DistAttn::Communicator<NCCL>::from_unique_id";
+  DISTATTN_REQUIRE(nranks >= 1 && rank >= 0 && rank < nranks, where,
+                   "argument 'rank' = " << rank << " must lie in [0, nranks = " << nranks << ")");
+  nccl::ensure_nvls_disabled();
+  const TimeoutSettings timeout = TimeoutSettings::from_environment();
   DISTATTN_CUDA_CHECK(cudaSetDevice(exec.cuda_device()), where);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking     = 1;
   ncclComm_t comm     = nullptr;
-  DISTATTN_NCCL_CHECK(ncclCommInitRankConfig(&comm, size, msg.id, rank, &config),
-                      where << " on rank " << rank << " of " << size << ", device " << exec.cuda_device());
+  DISTATTN_NCCL_CHECK(ncclCommInitRankConfig(&comm, nranks, id, rank, &config),
+                      where << " on rank " << rank << " of " << nranks << ", device " << exec.cuda_device());
   return adopt(comm, true, exec, timeout);
 }
 

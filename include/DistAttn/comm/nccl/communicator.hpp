@@ -49,6 +49,11 @@ class Communicator<NcclSpace, Kokkos::Cuda> {
   /// MPI_Bcast shares it, every rank calls ncclCommInitRankConfig (blocking) on
   /// exec's device. NCCL rank == MPI rank. Owning.
   static Communicator from_mpi(MPI_Comm mpi_comm, const Kokkos::Cuda& exec = Kokkos::Cuda());
+  /// Collective over the `nranks` callers of one id (from ncclGetUniqueId on one
+  /// of them, shared by any means): ncclCommInitRankConfig (blocking) on exec's
+  /// device. Owning.
+  static Communicator from_unique_id(const ncclUniqueId& id, int nranks, int rank,
+                                     const Kokkos::Cuda& exec = Kokkos::Cuda());
   /// Wraps an existing NCCL communicator without owning it.
   static Communicator from_raw(ncclComm_t comm, const Kokkos::Cuda& exec = Kokkos::Cuda());
 

@@ -1,0 +1,181 @@
+#ifndef DISTATTN_C_DISTATTN_H
+#define DISTATTN_C_DISTATTN_H
+/* DistAttn's C ABI: distributed exact attention for C, Fortran, ctypes and other
+ * foreign callers (docs/design/c_abi.md).
+ *
+ * Pure C99. Every function returns a distattn_status; on failure
+ * distattn_last_error() holds a message (thread-local) naming the function and
+ * the offending argument. No C++ exception crosses this boundary.
+ *
+ * Lifetime:
+ *   distattn_initialize()                    Kokkos, once per process (after MPI_Init when MPI is used)
+ *   distattn_comm_create_mpi[_f] / _nccl*    a communicator (collective)
+ *   distattn_attention_create(comm, &cfg)    an executor (collective over comm)
+ *   distattn_attention_forward / _backward   any number of passes (collective)
+ *   distattn_attention_destroy, distattn_comm_destroy, distattn_finalize
+ *
+ * Tensors are raw pointers with strides in elements, in the memory the build
+ * computes in (device memory on CUDA builds, host memory on host builds):
+ *   q, o, dO, dq   [batch, local_seq, heads,    head_dim]
+ *   k, v, dk, dv   [batch, local_seq, kv_heads, head_dim]
+ *   lse            [batch, heads, local_seq], fp32 (fp64 for DISTATTN_FP64), natural log
+ * where local_seq is this rank's number of tokens; which global positions they
+ * are depends on the executor (distattn_attention_positions). */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bumped on any incompatible change of this header; distattn_api_version()
+ * reports the version the library was built with. */
+#define DISTATTN_C_API_VERSION 1
+
+#if defined(_WIN32)
+#define DISTATTN_C_EXPORT __declspec(dllexport)
+#else
+#define DISTATTN_C_EXPORT __attribute__((visibility("default")))
+#endif
+
+typedef enum distattn_status {
+  DISTATTN_SUCCESS                = 0,
+  DISTATTN_ERROR_INVALID_ARGUMENT = 1, /* a caller bug: shapes, pointers, configuration */
+  DISTATTN_ERROR_COMMUNICATION    = 2, /* a peer, transport or device failed */
+  DISTATTN_ERROR_UNSUPPORTED      = 3, /* not available in this build (dtype, NCCL, CUDA) */
+  DISTATTN_ERROR_OUT_OF_MEMORY    = 4,
+  DISTATTN_ERROR_NOT_INITIALIZED  = 5, /* distattn_initialize() was not called */
+  DISTATTN_ERROR_INTERNAL         = 6
+} distattn_status;
+
+typedef enum distattn_dtype {
+  DISTATTN_FP32 = 0,
+  DISTATTN_FP64 = 1, /* host builds only */
+  DISTATTN_FP16 = 2, /* CUDA builds only */
+  DISTATTN_BF16 = 3  /* CUDA builds only */
+} distattn_dtype;
+
+typedef enum distattn_executor {
+  DISTATTN_RING_VANILLA  = 0, /* contiguous chunks, causal only */
+  DISTATTN_RING_BALANCED = 1, /* contiguous chunks, causal only */
+  DISTATTN_RING_ZIGZAG   = 2, /* zigzag halves (local_seq even) */
+  DISTATTN_GRID2D_NO     = 3, /* Attention2D, cyclic tokens */
+  DISTATTN_GRID2D_O      = 4, /* Attention2D, cyclic tokens */
+  DISTATTN_ULYSSES       = 5, /* contiguous chunks, all-to-all over heads */
+  DISTATTN_HYBRID        = 6  /* Ulysses over heads x hybrid_inner over the sequence */
+} distattn_executor;
+
+typedef struct distattn_comm_s* distattn_comm;
+typedef struct distattn_attention_s* distattn_attention;
+
+/* What distattn_attention_create builds. Fill with
+ * distattn_attention_config_init, then set the extents. */
+typedef struct distattn_attention_config {
+  int api_version; /* DISTATTN_C_API_VERSION, set by config_init */
+  distattn_executor executor;
+  distattn_dtype dtype;
+  int batch;
+  int64_t local_seq; /* tokens per rank, the same on every rank */
+  int heads;
+  int kv_heads; /* divides heads (grouped-query attention) */
+  int head_dim;
+  int causal;   /* 1: causal over global positions (default); 0: full attention */
+  double scale; /* softmax scale; 0: 1/sqrt(head_dim) */
+  int grid_rows, grid_cols;      /* Attention2D grid (own or hybrid inner); 0: chosen */
+  int ulysses_degree;            /* DISTATTN_HYBRID: U; 0: largest valid */
+  distattn_executor hybrid_inner; /* DISTATTN_HYBRID: RING_* or GRID2D_* */
+  int head_group;                 /* kv heads per pass; 0: chosen from memory */
+  size_t memory_limit_bytes;      /* workspace bound per rank; 0: free device memory */
+} distattn_attention_config;
+
+/* One tensor argument: data, shape, and strides in elements, outermost first
+ * (lse uses the first three entries). The shape must be the one the attention
+ * was created for (checked on every rank); strides all 0 mean row-major. */
+typedef struct distattn_tensor {
+  void* data;
+  int64_t shape[4];
+  int64_t strides[4];
+} distattn_tensor;
+
+/* ---- version, errors, process setup ---------------------------------------- */
+DISTATTN_C_EXPORT int distattn_api_version(void);
+/* "0.1.0" style library version. */
+DISTATTN_C_EXPORT const char* distattn_library_version(void);
+/* Message of the last failed call on this thread ("" if none). */
+DISTATTN_C_EXPORT const char* distattn_last_error(void);
+DISTATTN_C_EXPORT const char* distattn_status_string(distattn_status status);
+/* 1 if this build computes in dtype (DISTATTN_FP32, ...), else 0. */
+DISTATTN_C_EXPORT int distattn_has_dtype(distattn_dtype dtype);
+/* 1 on CUDA builds (pointers are device pointers, streams cudaStream_t), else 0. */
+DISTATTN_C_EXPORT int distattn_is_cuda_build(void);
+/* 1 where the NCCL communicator functions are available. */
+DISTATTN_C_EXPORT int distattn_has_nccl(void);
+
+/* Initializes Kokkos unless the process already did; on CUDA builds on the
+ * current CUDA device (cudaSetDevice / torch.cuda.set_device first). */
+DISTATTN_C_EXPORT distattn_status distattn_initialize(void);
+/* Finalizes Kokkos if distattn_initialize initialized it. Destroy every
+ * attention and communicator first. */
+DISTATTN_C_EXPORT distattn_status distattn_finalize(void);
+
+/* ---- communicators (collective over their group) ---------------------------- */
+/* From the Fortran handle of an MPI communicator (MPI_Comm_c2f(comm); mpi4py:
+ * comm.py2f()), which keeps this header free of mpi.h. The communicator is
+ * duplicated: the caller's stays the caller's. */
+DISTATTN_C_EXPORT distattn_status distattn_comm_create_mpi_f(int64_t mpi_fortran_handle, distattn_comm* out);
+/* NCCL (CUDA builds with NCCL): wrap an existing ncclComm_t (not owned; it
+ * must outlive the communicator and every attention made with it). */
+DISTATTN_C_EXPORT distattn_status distattn_comm_create_nccl(void* nccl_comm, distattn_comm* out);
+/* NCCL without MPI: rank 0 calls distattn_nccl_unique_id, the id reaches
+ * every rank by any means (e.g. torch.distributed.broadcast), then every rank
+ * calls distattn_comm_create_nccl_id on the current CUDA device. Owning. */
+DISTATTN_C_EXPORT size_t distattn_nccl_unique_id_bytes(void);
+DISTATTN_C_EXPORT distattn_status distattn_nccl_unique_id(void* id, size_t id_bytes);
+DISTATTN_C_EXPORT distattn_status distattn_comm_create_nccl_id(const void* id, size_t id_bytes, int nranks,
+                                                                int rank, distattn_comm* out);
+DISTATTN_C_EXPORT distattn_status distattn_comm_rank(distattn_comm comm, int* rank);
+DISTATTN_C_EXPORT distattn_status distattn_comm_size(distattn_comm comm, int* size);
+/* Attentions made with the communicator keep it alive; destroying it only
+ * drops the caller's reference. NULL is accepted. */
+DISTATTN_C_EXPORT distattn_status distattn_comm_destroy(distattn_comm comm);
+
+/* ---- attention -------------------------------------------------------------- */
+DISTATTN_C_EXPORT distattn_status distattn_attention_config_init(distattn_attention_config* config);
+/* Collective over comm: every rank passes the same config; a bad or mismatched
+ * config fails on every rank with the same status. */
+DISTATTN_C_EXPORT distattn_status distattn_attention_create(distattn_comm comm,
+                                                            const distattn_attention_config* config,
+                                                            distattn_attention* out);
+DISTATTN_C_EXPORT distattn_status distattn_attention_destroy(distattn_attention attn);
+/* positions[i]: the global position (0-based, in the sequence of local_seq x
+ * ranks tokens) of local row i of `rank`, for i < local_seq: how callers shard
+ * and gather. */
+DISTATTN_C_EXPORT distattn_status distattn_attention_positions(distattn_attention attn, int rank, int64_t* positions);
+
+/* Forward: o and lse from q, k, v. `stream` is a cudaStream_t on CUDA builds
+ * (NULL: the default stream) and must be NULL on host builds; the call is
+ * ordered after work already on it and the outputs are ready in its order.
+ * Collective; an invalid argument on any rank fails the call on every rank. */
+DISTATTN_C_EXPORT distattn_status distattn_attention_forward(distattn_attention attn, const distattn_tensor* q,
+                                                             const distattn_tensor* k, const distattn_tensor* v,
+                                                             const distattn_tensor* o, const distattn_tensor* lse,
+                                                             void* stream);
+/* Backward: dq, dk, dv (overwritten) from the forward's inputs, o, lse and dO. */
+DISTATTN_C_EXPORT distattn_status distattn_attention_backward(
+    distattn_attention attn, const distattn_tensor* q, const distattn_tensor* k, const distattn_tensor* v,
+    const distattn_tensor* o, const distattn_tensor* dout, const distattn_tensor* lse, const distattn_tensor* dq,
+    const distattn_tensor* dk, const distattn_tensor* dv, void* stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+/* C callers that include mpi.h first get the typed form. */
+#if defined(MPI_VERSION)
+static inline distattn_status distattn_comm_create_mpi(MPI_Comm comm, distattn_comm* out) {
+  return distattn_comm_create_mpi_f((int64_t)MPI_Comm_c2f(comm), out);
+}
+#endif
+
+#endif /* DISTATTN_C_DISTATTN_H */

@@ -1,0 +1,5 @@
+// make_attention<float> for the C ABI (every executor and transport of the build).
+
+#include "c_attention_impl.hpp"
+
+DISTATTN_C_INSTANTIATE(float)

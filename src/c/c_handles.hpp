@@ -1,0 +1,115 @@
+#pragma once
+// What the C ABI's opaque handles hold (include/DistAttn/c/distattn.h), shared by
+// the translation units of src/c/: the type-erased communicator and attention,
+// and the per-dtype factories that c_attention_<dtype>.cpp instantiate.
+
+#include <DistAttn/c/distattn.h>
+#include <DistAttn/comm.hpp>
+#include <DistAttn/core/error.hpp>
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+
+namespace DistAttn::CApi {
+
+using Exec = Kokkos::DefaultExecutionSpace;
+using MpiComm = Communicator<MpiSpace, Exec>;
+#if DISTATTN_ENABLE_NCCL
+using NcclComm = Communicator<NcclSpace, Kokkos::Cuda>;
+#endif
+
+/// Exactly one of the members is set. Attentions share ownership, so a
+/// communicator outlives every executor built on it.
+struct CommHolder {
+  std::shared_ptr<MpiComm> mpi;
+#if DISTATTN_ENABLE_NCCL
+  std::shared_ptr<NcclComm> nccl;
+#endif
+  int rank() const;
+  int size() const;
+};
+
+/// The C ABI's view of one executor, whatever its element type, transport and kind.
+class Attention {
+ public:
+  virtual ~Attention() = default;
+  virtual std::int64_t position(int rank, std::int64_t i) const = 0;
+  virtual int comm_size() const = 0;
+  virtual std::int64_t local_seq() const = 0;
+  virtual void forward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v,
+                       const distattn_tensor& o, const distattn_tensor& lse, void* stream) = 0;
+  virtual void backward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v,
+                        const distattn_tensor& o, const distattn_tensor& dout, const distattn_tensor& lse,
+                        const distattn_tensor& dq, const distattn_tensor& dk, const distattn_tensor& dv,
+                        void* stream) = 0;
+};
+
+/// Builds the executor for element type T (c_attention_impl.hpp; one
+/// explicit instantiation per dtype the build has). Collective over `comm`.
+template <class T>
+std::unique_ptr<Attention> make_attention(const CommHolder& comm, const distattn_attention_config& cfg);
+
+/// Thrown for what this build lacks (DISTATTN_ERROR_UNSUPPORTED).
+class Unsupported : public Error {
+ public:
+  explicit Unsupported(const std::string& what) : Error(what) {}
+};
+
+/// Thrown before distattn_initialize (DISTATTN_ERROR_NOT_INITIALIZED).
+class NotInitialized : public Error {
+ public:
+  explicit NotInitialized(const std::string& what) : Error(what) {}
+};
+
+/// Throws NotInitialized unless Kokkos is running (c_status.cpp).
+void require_initialized(const char* where);
+
+/// The thread's last error message (c_status.cpp).
+void set_last_error(const char* msg);
+
+/// A failed call's status, with the exception's message kept for distattn_last_error.
+inline distattn_status failed(distattn_status status, const char* message) noexcept {
+  try {
+    set_last_error(message);
+  } catch (...) {
+  }
+  return status;
+}
+
+/// Runs f, turning every exception into a status and the thread's message.
+template <class F>
+distattn_status guarded(F&& f) noexcept {
+  try {
+    f();
+    set_last_error("");
+    return DISTATTN_SUCCESS;
+  } catch (const Unsupported& e) {
+    return failed(DISTATTN_ERROR_UNSUPPORTED, e.what());
+  } catch (const NotInitialized& e) {
+    return failed(DISTATTN_ERROR_NOT_INITIALIZED, e.what());
+  } catch (const InvalidArgument& e) {
+    return failed(DISTATTN_ERROR_INVALID_ARGUMENT, e.what());
+  } catch (const CommunicationError& e) {
+    return failed(DISTATTN_ERROR_COMMUNICATION, e.what());
+  } catch (const std::bad_alloc& e) {
+    return failed(DISTATTN_ERROR_OUT_OF_MEMORY, e.what());
+  } catch (const std::exception& e) {
+    return failed(DISTATTN_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    return failed(DISTATTN_ERROR_INTERNAL, "DistAttn C API: unknown exception");
+  }
+}
+
+}  // namespace DistAttn::CApi
+
+struct distattn_comm_s {
+  DistAttn::CApi::CommHolder holder;
+};
+
+struct distattn_attention_s {
+  std::unique_ptr<DistAttn::CApi::Attention> impl;
+};

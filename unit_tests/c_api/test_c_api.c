@@ -1,0 +1,398 @@
+/* The C ABI (include/DistAttn/c/distattn.h) from a C program on MPI ranks:
+ * forward and backward of every executor kind, fp32 and fp64, against a naive
+ * float64 reference of the gathered sequence, with q/dq in a strided
+ * [batch, heads, seq, dim] layout; then the error paths (a bad config on every
+ * rank or on one rank only, a NULL tensor on one rank, a host stream, an
+ * unavailable dtype), each of which must fail on every rank, naming the argument.
+ * Fresh random inputs each run (the seed is printed). Exit status 1 on any failure. */
+
+/* mpi.h first: distattn.h then offers distattn_comm_create_mpi(MPI_Comm, ...). */
+#include <mpi.h>
+#include <DistAttn/c/distattn.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank_, size_, failures_;
+
+#define CHECK(cond, ...)                                                \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      ++failures_;                                                      \
+      printf("[rank %d] FAILED %s:%d: ", rank_, __FILE__, __LINE__);   \
+      printf(__VA_ARGS__);                                              \
+      printf("\n");                                                     \
+    }                                                                   \
+  } while (0)
+
+/* ---- inputs and the float64 reference (global sequence, layout [B, N, H, D]) ---- */
+
+static unsigned long long rng_;
+static double uniform(void) { /* splitmix64 -> [-1, 1) */
+  unsigned long long z = (rng_ += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+typedef struct {
+  int B, N, H, Hkv, D, causal;
+  double *q, *k, *v, *dout;        /* inputs */
+  double *o, *lse, *dq, *dk, *dv;  /* reference outputs */
+} problem;
+
+static size_t at4(int n1, int n2, int n3, int a, int b, int c, int d) {
+  return (((size_t)a * n1 + b) * n2 + c) * n3 + d;
+}
+
+static double* fresh(size_t n, int random) {
+  double* p = calloc(n, sizeof *p);
+  if (random)
+    for (size_t i = 0; i < n; ++i) p[i] = uniform();
+  return p;
+}
+
+/* Naive attention in double: P = softmax(scale q k^T) (causal: key <= query),
+ * O = P v; backward dV = P^T dO, dP = dO v^T, dS = P (dP - rowsum(dO * O)),
+ * dQ = scale dS k, dK = scale dS^T q; K/V head of query head h: h / (H / Hkv). */
+static void reference(problem* p) {
+  const int B = p->B, N = p->N, H = p->H, Hkv = p->Hkv, D = p->D;
+  const double scale = 1.0 / sqrt((double)D);
+  double* s = malloc(sizeof(double) * (size_t)N);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h) {
+      const int g = h / (H / Hkv);
+      for (int i = 0; i < N; ++i) {
+        const int last = p->causal ? i : N - 1;
+        double m = -INFINITY, l = 0, delta = 0;
+        for (int j = 0; j <= last; ++j) {
+          double x = 0;
+          for (int d = 0; d < D; ++d) x += p->q[at4(N, H, D, b, i, h, d)] * p->k[at4(N, Hkv, D, b, j, g, d)];
+          s[j] = x * scale;
+          if (s[j] > m) m = s[j];
+        }
+        for (int j = 0; j <= last; ++j) l += exp(s[j] - m);
+        p->lse[((size_t)b * H + h) * N + i] = m + log(l);
+        for (int j = 0; j <= last; ++j) s[j] = exp(s[j] - m) / l; /* P row i */
+        for (int d = 0; d < D; ++d) {
+          double x = 0;
+          for (int j = 0; j <= last; ++j) x += s[j] * p->v[at4(N, Hkv, D, b, j, g, d)];
+          p->o[at4(N, H, D, b, i, h, d)] = x;
+          delta += x * p->dout[at4(N, H, D, b, i, h, d)];
+        }
+        for (int j = 0; j <= last; ++j) {
+          double dp = 0;
+          for (int d = 0; d < D; ++d) dp += p->dout[at4(N, H, D, b, i, h, d)] * p->v[at4(N, Hkv, D, b, j, g, d)];
+          const double ds = s[j] * (dp - delta);
+          for (int d = 0; d < D; ++d) {
+            p->dv[at4(N, Hkv, D, b, j, g, d)] += s[j] * p->dout[at4(N, H, D, b, i, h, d)];
+            p->dq[at4(N, H, D, b, i, h, d)] += scale * ds * p->k[at4(N, Hkv, D, b, j, g, d)];
+            p->dk[at4(N, Hkv, D, b, j, g, d)] += scale * ds * p->q[at4(N, H, D, b, i, h, d)];
+          }
+        }
+      }
+    }
+  free(s);
+}
+
+static problem make_problem(int B, int N, int H, int Hkv, int D, int causal) {
+  problem p = {B, N, H, Hkv, D, causal, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const size_t nq = (size_t)B * N * H * D, nk = (size_t)B * N * Hkv * D;
+  p.q = fresh(nq, 1), p.k = fresh(nk, 1), p.v = fresh(nk, 1), p.dout = fresh(nq, 1);
+  p.o = fresh(nq, 0), p.lse = fresh((size_t)B * H * N, 0), p.dq = fresh(nq, 0), p.dk = fresh(nk, 0),
+  p.dv = fresh(nk, 0);
+  reference(&p);
+  return p;
+}
+
+static void free_problem(problem* p) {
+  double* all[] = {p->q, p->k, p->v, p->dout, p->o, p->lse, p->dq, p->dk, p->dv};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i) free(all[i]);
+}
+
+/* ---- this rank's shard in the element type, and the comparison ---------------- */
+
+/* A local tensor [B, c, heads, D] stored with `strides` (in elements). */
+typedef struct {
+  void* data;
+  int64_t strides[4];
+  size_t elems;
+} local_tensor;
+
+static local_tensor alloc_local(size_t elems, size_t elem_bytes, const int64_t strides[4]) {
+  local_tensor t;
+  t.data  = calloc(elems, elem_bytes);
+  t.elems = elems;
+  memcpy(t.strides, strides, sizeof t.strides);
+  return t;
+}
+
+static double get(const local_tensor* t, int fp64, size_t off) {
+  return fp64 ? ((const double*)t->data)[off] : (double)((const float*)t->data)[off];
+}
+static void set(local_tensor* t, int fp64, size_t off, double x) {
+  if (fp64)
+    ((double*)t->data)[off] = x;
+  else
+    ((float*)t->data)[off] = (float)x;
+}
+static size_t off4(const local_tensor* t, int a, int b, int c, int d) {
+  return (size_t)(a * t->strides[0] + b * t->strides[1] + c * t->strides[2] + d * t->strides[3]);
+}
+
+/* Copies global rows (positions pos[i]) of a [B, N, heads, D] tensor into a local one. */
+static void scatter(local_tensor* t, int fp64, const double* g, const int64_t* pos, int B, int c, int N, int heads,
+                    int D) {
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < c; ++i)
+      for (int h = 0; h < heads; ++h)
+        for (int d = 0; d < D; ++d) set(t, fp64, off4(t, b, i, h, d), g[at4(N, heads, D, b, (int)pos[i], h, d)]);
+}
+
+/* Relative Frobenius error of the local rows against the reference, summed over ranks. */
+static double rel_error(const local_tensor* t, int fp64, const double* g, const int64_t* pos, int B, int c, int N,
+                        int heads, int D) {
+  double nd[2] = {0, 0}, all[2];
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < c; ++i)
+      for (int h = 0; h < heads; ++h)
+        for (int d = 0; d < D; ++d) {
+          const double r = g[at4(N, heads, D, b, (int)pos[i], h, d)];
+          const double e = get(t, fp64, off4(t, b, i, h, d)) - r;
+          nd[0] += e * e;
+          nd[1] += r * r;
+        }
+  MPI_Allreduce(nd, all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return sqrt(all[0] / all[1]);
+}
+
+static const char* executor_name(distattn_executor e) {
+  static const char* names[] = {"ring", "balanced", "zigzag", "grid2d-no", "grid2d-o", "ulysses", "hybrid"};
+  return names[e];
+}
+
+/* One forward + backward of `executor` against the reference. */
+static void check_executor(distattn_comm comm, distattn_executor executor, distattn_executor inner, int fp64,
+                           int causal) {
+  const int B = 2, c = 4, H = 6, D = 8, N = c * size_;
+  /* Ulysses splits heads over the ranks: one K/V head divides every rank count. */
+  const int Hkv = executor >= DISTATTN_ULYSSES ? 1 : 3;
+  problem p = make_problem(B, N, H, Hkv, D, causal);
+
+  distattn_attention_config cfg;
+  distattn_attention_config_init(&cfg);
+  cfg.executor = executor, cfg.hybrid_inner = inner, cfg.dtype = fp64 ? DISTATTN_FP64 : DISTATTN_FP32;
+  cfg.batch = B, cfg.local_seq = c, cfg.heads = H, cfg.kv_heads = Hkv, cfg.head_dim = D, cfg.causal = causal;
+  distattn_attention attn = NULL;
+  distattn_status st      = distattn_attention_create(comm, &cfg, &attn);
+  CHECK(st == DISTATTN_SUCCESS, "create %s: %s", executor_name(executor), distattn_last_error());
+  if (st != DISTATTN_SUCCESS) {
+    free_problem(&p);
+    return;
+  }
+  int64_t pos[64];
+  CHECK(distattn_attention_positions(attn, rank_, pos) == DISTATTN_SUCCESS, "positions: %s", distattn_last_error());
+
+  const size_t eb = fp64 ? sizeof(double) : sizeof(float);
+  const size_t nq = (size_t)B * c * H * D, nk = (size_t)B * c * Hkv * D;
+  const int64_t row_major_q[4] = {(int64_t)c * H * D, H * D, D, 1};
+  const int64_t row_major_k[4] = {(int64_t)c * Hkv * D, Hkv * D, D, 1};
+  /* q and dq stored [B, H, c, D] (what a transposed torch tensor looks like). */
+  const int64_t heads_first[4] = {(int64_t)H * c * D, D, (int64_t)c * D, 1};
+  local_tensor q = alloc_local(nq, eb, heads_first), k = alloc_local(nk, eb, row_major_k),
+               v = alloc_local(nk, eb, row_major_k), o = alloc_local(nq, eb, row_major_q),
+               dout = alloc_local(nq, eb, row_major_q), dq = alloc_local(nq, eb, heads_first),
+               dk = alloc_local(nk, eb, row_major_k), dv = alloc_local(nk, eb, row_major_k);
+  void* lse = calloc((size_t)B * H * c, eb); /* LSE is fp32 for fp32, fp64 for fp64 */
+  scatter(&q, fp64, p.q, pos, B, c, N, H, D);
+  scatter(&k, fp64, p.k, pos, B, c, N, Hkv, D);
+  scatter(&v, fp64, p.v, pos, B, c, N, Hkv, D);
+  scatter(&dout, fp64, p.dout, pos, B, c, N, H, D);
+
+  /* Row-major tensors are passed with strides 0 (the default), the others with theirs. */
+#define SHAPE_Q {B, c, H, D}
+#define SHAPE_K {B, c, Hkv, D}
+#define HEADS_FIRST {heads_first[0], heads_first[1], heads_first[2], heads_first[3]}
+  distattn_tensor tq = {q.data, SHAPE_Q, HEADS_FIRST}, tk = {k.data, SHAPE_K, {0}}, tv = {v.data, SHAPE_K, {0}};
+  distattn_tensor to = {o.data, SHAPE_Q, {0}}, tdo = {dout.data, SHAPE_Q, {0}}, tl = {lse, {B, H, c}, {0}};
+  distattn_tensor tdq = {dq.data, SHAPE_Q, HEADS_FIRST}, tdk = {dk.data, SHAPE_K, {0}}, tdv = {dv.data, SHAPE_K, {0}};
+
+  st = distattn_attention_forward(attn, &tq, &tk, &tv, &to, &tl, NULL);
+  CHECK(st == DISTATTN_SUCCESS, "forward %s: %s", executor_name(executor), distattn_last_error());
+  st = distattn_attention_backward(attn, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv, NULL);
+  CHECK(st == DISTATTN_SUCCESS, "backward %s: %s", executor_name(executor), distattn_last_error());
+
+  const double tol = fp64 ? 1e-10 : 1e-4;
+  double lse_nd[2] = {0, 0}, lse_all[2];
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < c; ++i) {
+        const size_t li = ((size_t)b * H + h) * c + i;
+        const double got = fp64 ? ((double*)lse)[li] : (double)((float*)lse)[li];
+        const double r   = p.lse[((size_t)b * H + h) * N + pos[i]];
+        lse_nd[0] += (got - r) * (got - r), lse_nd[1] += r * r;
+      }
+  MPI_Allreduce(lse_nd, lse_all, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  const double err[5] = {rel_error(&o, fp64, p.o, pos, B, c, N, H, D), sqrt(lse_all[0] / lse_all[1]),
+                         rel_error(&dq, fp64, p.dq, pos, B, c, N, H, D),
+                         rel_error(&dk, fp64, p.dk, pos, B, c, N, Hkv, D),
+                         rel_error(&dv, fp64, p.dv, pos, B, c, N, Hkv, D)};
+  const char* names[5] = {"O", "LSE", "dQ", "dK", "dV"};
+  for (int x = 0; x < 5; ++x)
+    CHECK(err[x] <= tol, "%s%s%s %s causal=%d: %s rel_error %.3e > %.1e", executor_name(executor),
+          executor == DISTATTN_HYBRID ? "/" : "", executor == DISTATTN_HYBRID ? executor_name(inner) : "",
+          fp64 ? "fp64" : "fp32", causal, names[x], err[x], tol);
+  if (rank_ == 0)
+    printf("%-10s%-10s %s causal=%d  rel_error O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e\n", executor_name(executor),
+           executor == DISTATTN_HYBRID ? executor_name(inner) : "", fp64 ? "fp64" : "fp32", causal, err[0], err[1],
+           err[2], err[3], err[4]);
+
+  local_tensor* all[] = {&q, &k, &v, &o, &dout, &dq, &dk, &dv};
+  for (size_t i = 0; i < sizeof all / sizeof *all; ++i) free(all[i]->data);
+  free(lse);
+  CHECK(distattn_attention_destroy(attn) == DISTATTN_SUCCESS, "destroy: %s", distattn_last_error());
+  free_problem(&p);
+}
+
+/* ---- error paths: every rank gets the status and a message naming the argument ---- */
+
+static void expect_error(distattn_status got, distattn_status want, const char* needle, const char* what) {
+  const char* msg = distattn_last_error();
+  CHECK(got == want, "%s: status %d (%s), expected %d; message: %s", what, (int)got, distattn_status_string(got),
+        (int)want, msg);
+  CHECK(strstr(msg, needle) != NULL, "%s: message does not name '%s': %s", what, needle, msg);
+  if (rank_ == 0) printf("error path %-34s -> %s: %s\n", what, distattn_status_string(got), msg);
+}
+
+static distattn_attention_config small_config(void) {
+  distattn_attention_config cfg;
+  distattn_attention_config_init(&cfg);
+  cfg.executor = DISTATTN_RING_ZIGZAG, cfg.batch = 1, cfg.local_seq = 4, cfg.heads = 2, cfg.kv_heads = 2;
+  cfg.head_dim = 8;
+  return cfg;
+}
+
+static void check_errors(distattn_comm comm) {
+  distattn_attention attn = NULL;
+  distattn_attention_config cfg = small_config();
+
+  cfg.batch = 0; /* on every rank */
+  expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, "batch",
+               "batch = 0 on every rank");
+  CHECK(attn == NULL, "a failed create must leave *out NULL");
+
+  if (size_ > 1) {
+    cfg = small_config();
+    if (rank_ == size_ - 1) cfg.local_seq = 6; /* one rank differs: agreement, not a hang */
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, "local_seq",
+                 "local_seq differs on the last rank");
+  }
+
+  cfg = small_config();
+  if (rank_ == 0) cfg.heads = 3; /* kv_heads 2 does not divide it, on rank 0 only */
+  expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, "heads",
+               "heads = 3 on rank 0 only");
+
+  cfg = small_config();
+  cfg.local_seq = 3;
+  expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, "local_seq",
+               "odd local_seq for zigzag");
+
+  cfg = small_config();
+  cfg.api_version = DISTATTN_C_API_VERSION + 1;
+  expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, "api_version",
+               "wrong api_version");
+
+  cfg = small_config();
+  cfg.dtype = DISTATTN_BF16;
+  if (!distattn_has_dtype(DISTATTN_BF16))
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_UNSUPPORTED, "dtype",
+                 "bf16 on a build without it");
+
+  if (!distattn_has_nccl()) {
+    char id[8];
+    expect_error(distattn_nccl_unique_id(id, sizeof id), DISTATTN_ERROR_UNSUPPORTED, "NCCL", "NCCL id without NCCL");
+  }
+
+  /* Passes: a NULL data pointer on rank 0 only, and a stream on a host build. */
+  cfg = small_config();
+  distattn_status st = distattn_attention_create(comm, &cfg, &attn);
+  CHECK(st == DISTATTN_SUCCESS, "create: %s", distattn_last_error());
+  if (st != DISTATTN_SUCCESS) return;
+  const size_t n = 1 * 4 * 2 * 8;
+  float *buf = calloc(6 * n, sizeof(float)), *lse = calloc(8, sizeof(float));
+  distattn_tensor q = {buf, {1, 4, 2, 8}, {0}}, k = {buf + n, {1, 4, 2, 8}, {0}}, v = {buf + 2 * n, {1, 4, 2, 8}, {0}};
+  distattn_tensor o = {buf + 3 * n, {1, 4, 2, 8}, {0}}, l = {lse, {1, 2, 4}, {0}};
+  if (rank_ == 0) q.data = NULL;
+  expect_error(distattn_attention_forward(attn, &q, &k, &v, &o, &l, NULL), DISTATTN_ERROR_INVALID_ARGUMENT, "'q'",
+               "NULL q on rank 0 only");
+  q.data = buf;
+  expect_error(distattn_attention_forward(attn, &q, &k, &v, &o, rank_ == 0 ? NULL : &l, NULL),
+               DISTATTN_ERROR_INVALID_ARGUMENT, "'lse'", "lse NULL on rank 0 only");
+  if (rank_ == size_ - 1) k.shape[1] = 2;
+  expect_error(distattn_attention_forward(attn, &q, &k, &v, &o, &l, NULL), DISTATTN_ERROR_INVALID_ARGUMENT,
+               "'k' has shape", "2 tokens of k on the last rank");
+  k.shape[1] = 4;
+  if (!distattn_is_cuda_build()) {
+    int dummy = 0;
+    expect_error(distattn_attention_forward(attn, &q, &k, &v, &o, &l, &dummy), DISTATTN_ERROR_INVALID_ARGUMENT,
+                 "stream", "a stream on a host build");
+  }
+  q.strides[0] = -1;
+  expect_error(distattn_attention_forward(attn, &q, &k, &v, &o, &l, NULL), DISTATTN_ERROR_INVALID_ARGUMENT, "'q'",
+               "negative stride");
+  q.strides[0] = 0;
+  /* After the failures the object still works. */
+  CHECK(distattn_attention_forward(attn, &q, &k, &v, &o, &l, NULL) == DISTATTN_SUCCESS, "forward after errors: %s",
+        distattn_last_error());
+  CHECK(strcmp(distattn_last_error(), "") == 0, "a successful call clears the message");
+  expect_error(distattn_attention_forward(NULL, &q, &k, &v, &o, &l, NULL), DISTATTN_ERROR_INVALID_ARGUMENT, "attn",
+               "NULL attn");
+  free(buf), free(lse);
+  distattn_attention_destroy(attn);
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  unsigned long long seed = (unsigned long long)time(NULL);
+  MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD);
+  rng_ = seed;
+  if (rank_ == 0)
+    printf("C API version %d (header %d), library %s, %d ranks, seed %llu\n", distattn_api_version(),
+           DISTATTN_C_API_VERSION, distattn_library_version(), size_, seed);
+  CHECK(distattn_api_version() == DISTATTN_C_API_VERSION, "header and library versions differ");
+
+  distattn_comm comm = NULL;
+  expect_error(distattn_comm_create_mpi(MPI_COMM_WORLD, &comm), DISTATTN_ERROR_NOT_INITIALIZED,
+               "distattn_initialize", "communicator before initialize");
+  CHECK(distattn_initialize() == DISTATTN_SUCCESS, "initialize: %s", distattn_last_error());
+  CHECK(distattn_comm_create_mpi(MPI_COMM_WORLD, &comm) == DISTATTN_SUCCESS, "comm: %s", distattn_last_error());
+  int r = -1, s = -1;
+  distattn_comm_rank(comm, &r), distattn_comm_size(comm, &s);
+  CHECK(r == rank_ && s == size_, "comm rank/size %d/%d, MPI says %d/%d", r, s, rank_, size_);
+
+  for (int fp64 = 0; fp64 <= 1; ++fp64) {
+    for (int e = DISTATTN_RING_VANILLA; e <= DISTATTN_ULYSSES; ++e)
+      check_executor(comm, (distattn_executor)e, DISTATTN_RING_ZIGZAG, fp64, 1);
+    check_executor(comm, DISTATTN_HYBRID, DISTATTN_RING_ZIGZAG, fp64, 1);
+    check_executor(comm, DISTATTN_HYBRID, DISTATTN_GRID2D_O, fp64, 1);
+    /* Full attention: the executors that visit every block. */
+    check_executor(comm, DISTATTN_RING_ZIGZAG, DISTATTN_RING_ZIGZAG, fp64, 0);
+    check_executor(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, fp64, 0);
+  }
+  check_errors(comm);
+
+  distattn_comm_destroy(comm);
+  CHECK(distattn_finalize() == DISTATTN_SUCCESS, "finalize: %s", distattn_last_error());
+  int total = 0;
+  MPI_Allreduce(&failures_, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank_ == 0) printf("%s: %d failed checks over %d ranks\n", total ? "FAILED" : "PASSED", total, size_);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}
