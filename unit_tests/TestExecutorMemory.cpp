@@ -72,9 +72,31 @@ void expect_same_outputs(const Tensors& a, const Tensors& b, const std::string& 
 
 class RingMemoryTest : public ::testing::TestWithParam<RingKind> {
  protected:
-  void SetUp() override { Counter::install(); }
+  // Only the executor's memory space: on GPU builds the MPI transport stages
+  // device buffers (the entry agreement's included) through pooled host memory.
+  void SetUp() override { Counter::install("DistAttn::", Mem::name()); }
   void TearDown() override { Counter::uninstall(); }
 };
+
+// Host staging (forced on CPU builds, the default for device Views without
+// GPU-aware MPI) reuses its buffers: steady-state passes allocate nothing.
+TEST_P(RingMemoryTest, StagedTransfersReuseHostBuffers) {
+  const int B = 2, c = 10, H = 4, Hkv = 2, D = 16;
+  auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  comm.set_host_staging(HostStaging::Always);
+  Tensors x(B, c, H, Hkv, D);
+  Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam()));
+  x.forward(ring);
+  x.backward(ring);
+  Counter::reset();
+  for (int i = 0; i < 2; ++i) {
+    x.forward(ring);
+    x.backward(ring);
+  }
+  EXPECT_EQ(Counter::all().allocations, 0u) << "staged passes allocated " << Counter::all().bytes << " bytes, rank "
+                                            << world_rank();
+  EXPECT_GT(comm.staging_pool().free_buffers(), 0u) << "no staged transfer happened";
+}
 
 TEST_P(RingMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
   const int B = 2, c = 10, H = 4, Hkv = 2, D = 16, P = world_size();

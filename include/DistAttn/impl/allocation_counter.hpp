@@ -23,9 +23,12 @@ struct AllocationCounts {
 
 class AllocationCounter {
  public:
-  /// Counts every allocation, and separately those whose label starts with `prefix`.
-  static void install(const char* prefix = "DistAttn::") {
+  /// Counts every allocation, and separately those whose label starts with
+  /// `prefix` and, when `space` is given, that live in the memory space of that
+  /// name (e.g. "Cuda": the device buffers, not the MPI transport's host staging).
+  static void install(const char* prefix = "DistAttn::", const char* space = nullptr) {
     prefix_ = prefix;
+    space_  = space;
     compat::set_allocation_callbacks(&on_alloc, &on_free);
   }
   static void uninstall() { compat::set_allocation_callbacks(nullptr, nullptr); }
@@ -42,16 +45,17 @@ class AllocationCounter {
   static const AllocationCounts& labelled() { return labelled_; }
 
  private:
-  static bool matches(const char* label) {
-    return label != nullptr && std::strncmp(label, prefix_, std::strlen(prefix_)) == 0;
+  static bool matches(const Kokkos::Tools::SpaceHandle& h, const char* label) {
+    return label != nullptr && std::strncmp(label, prefix_, std::strlen(prefix_)) == 0 &&
+           (space_ == nullptr || std::strcmp(h.name, space_) == 0);
   }
-  static void on_alloc(Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t size) {
+  static void on_alloc(Kokkos::Tools::SpaceHandle h, const char* label, const void*, std::uint64_t size) {
     add(all_, size);
-    if (matches(label)) add(labelled_, size);
+    if (matches(h, label)) add(labelled_, size);
   }
-  static void on_free(Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t size) {
+  static void on_free(Kokkos::Tools::SpaceHandle h, const char* label, const void*, std::uint64_t size) {
     all_.live -= std::min<std::uint64_t>(all_.live, size);
-    if (matches(label)) labelled_.live -= std::min<std::uint64_t>(labelled_.live, size);
+    if (matches(h, label)) labelled_.live -= std::min<std::uint64_t>(labelled_.live, size);
   }
   static void add(AllocationCounts& c, std::uint64_t size) {
     ++c.allocations;
@@ -61,6 +65,7 @@ class AllocationCounter {
   }
 
   static inline const char* prefix_ = "DistAttn::";
+  static inline const char* space_  = nullptr;
   static inline AllocationCounts all_{}, labelled_{};
 };
 

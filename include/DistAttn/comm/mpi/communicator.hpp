@@ -13,6 +13,7 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <optional>
 #include <utility>
 
@@ -55,7 +56,8 @@ class Communicator<MpiSpace, Exec> {
         size_(o.size_),
         counters_(std::move(o.counters_)),
         timeout_(o.timeout_),
-        staging_(o.staging_) {}
+        staging_(o.staging_),
+        pool_(std::move(o.pool_)) {}
   Communicator& operator=(Communicator&& o) noexcept {
     if (this != &o) {
       release();
@@ -67,6 +69,7 @@ class Communicator<MpiSpace, Exec> {
       counters_ = std::move(o.counters_);
       timeout_  = o.timeout_;
       staging_  = o.staging_;
+      pool_     = std::move(o.pool_);
     }
     return *this;
   }
@@ -77,14 +80,14 @@ class Communicator<MpiSpace, Exec> {
   /// Collective. An owning copy with its own message space and zeroed counters;
   /// inherits exec, timeout and staging settings.
   Communicator duplicate() const {
-    return Communicator(mpi::duplicate_comm(comm_), true, exec_, timeout_, staging_);
+    return Communicator(mpi::duplicate_comm(comm_), true, exec_, timeout_, staging_, pool_);
   }
   /// Collective. Ranks with equal color form a communicator, ordered by key
   /// (ties by rank here). A negative color (e.g. MPI_UNDEFINED) gives std::nullopt.
   std::optional<Communicator> split(int color, int key) const {
     MPI_Comm c = mpi::split_comm(comm_, color, key);
     if (c == MPI_COMM_NULL) return std::nullopt;
-    return Communicator(c, true, exec_, timeout_, staging_);
+    return Communicator(c, true, exec_, timeout_, staging_, pool_);
   }
 
   int rank() const { return rank_; }
@@ -108,6 +111,8 @@ class Communicator<MpiSpace, Exec> {
 
   HostStaging host_staging() const { return staging_; }
   void set_host_staging(HostStaging staging) { staging_ = staging; }
+  /// The host buffers staged operations reuse (shared with duplicates and splits).
+  Impl::HostStagingPool& staging_pool() const { return *pool_; }
 
   /// Makes the next operations wait for work already enqueued on `producer`.
   /// MPI is host-driven, so this fences `producer` (not the whole device).
@@ -121,8 +126,13 @@ class Communicator<MpiSpace, Exec> {
 
  private:
   Communicator(MPI_Comm comm, bool owned, const Exec& exec, const TimeoutSettings& timeout,
-               HostStaging staging)
-      : comm_(comm), owned_(owned), exec_(exec), timeout_(timeout), staging_(staging) {
+               HostStaging staging, std::shared_ptr<Impl::HostStagingPool> pool = nullptr)
+      : comm_(comm),
+        owned_(owned),
+        exec_(exec),
+        timeout_(timeout),
+        staging_(staging),
+        pool_(pool ? std::move(pool) : std::make_shared<Impl::HostStagingPool>()) {
     rank_ = mpi::comm_rank(comm_);
     size_ = mpi::comm_size(comm_);
   }
@@ -140,6 +150,7 @@ class Communicator<MpiSpace, Exec> {
   CommCounters counters_;
   TimeoutSettings timeout_{};
   HostStaging staging_ = HostStaging::Auto;
+  std::shared_ptr<Impl::HostStagingPool> pool_;
 };
 
 }  // namespace DistAttn

@@ -21,11 +21,11 @@ template <class Exec, class View>
 const void* mpi_send_buffer(const Communicator<MpiSpace, Exec>& comm, const View& v,
                             Request<MpiSpace>& req, const char* fence_label) {
   if (needs_host_staging<View>(comm.host_staging())) {
-    auto host = make_host_bytes("DistAttn::staged_send", byte_size(v));
-    Kokkos::deep_copy(comm.exec(), host, as_bytes(v));
+    auto host = comm.staging_pool().acquire(byte_size(v));
+    Kokkos::deep_copy(comm.exec(), *host, as_bytes(v));
     compat::fence(comm.exec(), fence_label);
-    req.extend_view_lifetime(host);
-    return host.data();
+    req.hold(host);
+    return host->data();
   }
   compat::fence(comm.exec(), fence_label);
   req.extend_view_lifetime(v);
@@ -41,12 +41,13 @@ void* mpi_recv_buffer(const Communicator<MpiSpace, Exec>& comm, const View& v, R
                 "DistAttn: a receive View must not have a const value type");
   req.extend_view_lifetime(v);
   if (needs_host_staging<View>(comm.host_staging())) {
-    auto host = make_host_bytes("DistAttn::staged_recv", byte_size(v));
-    req.add_callback([exec = comm.exec(), dst = as_bytes(v), host]() {
-      Kokkos::deep_copy(exec, dst, host);
+    auto host = comm.staging_pool().acquire(byte_size(v));
+    req.add_callback([exec = comm.exec(), dst = as_bytes(v), buf = *host]() {
+      Kokkos::deep_copy(exec, dst, buf);
       compat::fence(exec, "DistAttn::Request<MPI>::wait: staged data copied back");
     });
-    return host.data();
+    req.hold(host);
+    return host->data();
   }
   return v.data();
 }

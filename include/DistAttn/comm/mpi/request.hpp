@@ -72,6 +72,12 @@ class [[nodiscard]] Request<MpiSpace> {
     keep_alive_.push_back(std::make_shared<View>(v));
     active_ = true;
   }
+  /// Keeps a shared handle (a pooled staging buffer) until completion.
+  template <class T>
+  void hold(std::shared_ptr<T> p) {
+    keep_alive_.push_back(std::move(p));
+    active_ = true;
+  }
 
  private:
   void finish();

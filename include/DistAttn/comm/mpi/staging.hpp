@@ -12,7 +12,11 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace DistAttn {
 
@@ -48,11 +52,50 @@ auto as_bytes(const View& v) {
   return Bytes(reinterpret_cast<unsigned char*>(const_cast<comm_value_t<View>*>(v.data())), byte_size(v));
 }
 
-// FIXME(perf): staging buffers are allocated per operation; a per-communicator
-// pool would take the allocation out of ring steps on GPU builds without GPU-aware MPI.
-inline HostBytes make_host_bytes(const std::string& label, std::size_t n) {
-  return HostBytes(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
-}
+/// Host staging buffers of one communicator (and its duplicates and splits),
+/// reused across operations: a buffer returns to the pool when the last request
+/// holding it is destroyed, so steady-state passes allocate nothing. The pool
+/// keeps the most it ever held at once until the communicator family is gone.
+class HostStagingPool : public std::enable_shared_from_this<HostStagingPool> {
+ public:
+  /// A host buffer of exactly `n` bytes (a prefix of a pooled one), held until
+  /// the returned pointer and its copies are dropped.
+  std::shared_ptr<HostBytes> acquire(std::size_t n) {
+    HostBytes whole;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // Smallest free buffer that is large enough.
+      auto best = free_.end();
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->extent(0) >= n && (best == free_.end() || it->extent(0) < best->extent(0))) best = it;
+      if (best != free_.end()) {
+        whole = *best;
+        free_.erase(best);
+      }
+    }
+    if (whole.extent(0) < n || n == 0) whole = HostBytes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "DistAttn::host_staging"), n);
+    auto self = shared_from_this();
+    return std::shared_ptr<HostBytes>(new HostBytes(Kokkos::subview(whole, std::make_pair(std::size_t(0), n))),
+                                      [self, whole](HostBytes* p) {
+                                        delete p;
+                                        self->release(whole);
+                                      });
+  }
+  /// Buffers now free in the pool (for tests).
+  std::size_t free_buffers() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return free_.size();
+  }
+
+ private:
+  void release(const HostBytes& b) {
+    if (b.extent(0) == 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(b);
+  }
+  mutable std::mutex mutex_;
+  std::vector<HostBytes> free_;
+};
 
 /// Describes `bytes` bytes as (count, datatype) with count <= INT_MAX: MPI_BYTE
 /// when it fits, a contiguous block type otherwise. The derived type is freed
