@@ -102,6 +102,17 @@ inline void check_fits(const char* where, const char* pass, std::size_t need, st
   throw_invalid_argument(where, os.str());
 }
 
+/// check_fits for a pass whose workspace layout is `layout` while the executor
+/// holds `held` bytes: only growth is checked. The plan is linear in the
+/// `tokens` each rank holds; `granule` and `ranks` as for check_fits.
+template <class Mem>
+void check_growth_fits(const char* where, const char* pass, const MemoryLayout& layout, std::size_t held,
+                       std::size_t limit, std::int64_t tokens, std::int64_t granule, std::int64_t ranks) {
+  if (layout.total() <= held) return;
+  check_fits(where, pass, layout.total(), usable_bytes<Mem>(held, limit), double(layout.total()) / double(tokens),
+             granule, ranks, layout);
+}
+
 /// One allocation carved into Views by a MemoryLayout. Grows (releasing the old
 /// allocation first, so the peak is the new size) only when a layout needs more
 /// than it holds; never shrinks.
@@ -132,6 +143,8 @@ template <class Mem>
 class Carver {
  public:
   explicit Carver(MemoryLayout& layout, const Workspace<Mem>* ws = nullptr) : layout_(layout), ws_(ws) {}
+  /// True when Views are pointed into a workspace (false: planning only).
+  bool carving() const { return ws_ != nullptr; }
   template <class V, class... E>
   void take(V& v, const char* name, E... extents) {
     const std::size_t count = (std::size_t(1) * ... * std::size_t(extents));
