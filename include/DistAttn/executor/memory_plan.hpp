@@ -27,27 +27,45 @@
 
 namespace DistAttn {
 
-/// One pass's workspace: named buffers in allocation order.
+/// One pass's workspace: named buffers at their offsets. Buffers of phases that
+/// never live at the same time may share memory (mark() / rewind()): the
+/// workspace is then the end of the furthest buffer, not the sum.
 struct MemoryLayout {
   struct Buffer {
     std::string name;
-    std::size_t bytes = 0;  ///< rounded up to the workspace alignment
+    std::size_t bytes  = 0;  ///< rounded up to the workspace alignment
+    std::size_t offset = 0;
   };
   static constexpr std::size_t kAlign = 256;
   std::vector<Buffer> buffers;
 
   static std::size_t round_up(std::size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
-  /// Adds a buffer of `count` elements of `element_bytes`; returns its offset.
+  /// Adds a buffer of `count` elements of `element_bytes` at the cursor; returns its offset.
   std::size_t add(std::string name, std::size_t count, std::size_t element_bytes) {
-    const std::size_t off = total();
-    if (count > 0) buffers.push_back({std::move(name), round_up(count * element_bytes)});
+    const std::size_t off = cursor_;
+    if (count > 0) {
+      buffers.push_back({std::move(name), round_up(count * element_bytes), off});
+      cursor_ += buffers.back().bytes;
+      end_ = std::max(end_, cursor_);
+    }
     return off;
   }
-  std::size_t total() const {
-    std::size_t s = 0;
-    for (const auto& b : buffers) s += b.bytes;
-    return s;
+  /// Where the next buffer goes; rewind(mark()) lets a later phase reuse what
+  /// the buffers added since the mark occupied.
+  std::size_t mark() const { return cursor_; }
+  void rewind(std::size_t offset) { cursor_ = offset; }
+  /// Moves the cursor past every buffer (after a rewound phase).
+  void to_end() { cursor_ = end_; }
+  /// `other`'s buffers after all of ours (a separate allocation listed with this one).
+  void append(const MemoryLayout& other) {
+    for (const auto& b : other.buffers) buffers.push_back({b.name, b.bytes, end_ + b.offset});
+    end_ += other.end_;
+    cursor_ = end_;
   }
+  std::size_t total() const { return end_; }
+
+ private:
+  std::size_t cursor_ = 0, end_ = 0;
 };
 
 /// The workspace of an executor for given extents: forward's and backward's
@@ -61,6 +79,13 @@ struct MemoryPlan {
 
 namespace Impl {
 
+/// `limit` when non-zero, else DISTATTN_MEMORY_LIMIT (bytes) when set, else 0 (none).
+inline std::size_t memory_limit(std::size_t limit) {
+  if (limit == 0)
+    if (const char* env = std::getenv("DISTATTN_MEMORY_LIMIT")) limit = std::size_t(std::strtoull(env, nullptr, 10));
+  return limit;
+}
+
 /// The bytes an executor's workspace may occupy on this rank: the device's free
 /// memory plus what the workspace already holds (it is released before it
 /// grows), capped by `limit` when non-zero, else by the environment variable
@@ -70,8 +95,7 @@ template <class Mem>
 std::size_t usable_bytes(std::size_t held, std::size_t limit) {
   std::size_t usable = compat::free_memory_bytes<Mem>();
   if (usable != compat::kUnknownFreeMemory) usable += held;
-  if (limit == 0)
-    if (const char* env = std::getenv("DISTATTN_MEMORY_LIMIT")) limit = std::size_t(std::strtoull(env, nullptr, 10));
+  limit = memory_limit(limit);
   if (limit != 0) usable = std::min(usable, limit);
   return usable;
 }
@@ -145,6 +169,11 @@ class Carver {
   explicit Carver(MemoryLayout& layout, const Workspace<Mem>* ws = nullptr) : layout_(layout), ws_(ws) {}
   /// True when Views are pointed into a workspace (false: planning only).
   bool carving() const { return ws_ != nullptr; }
+  /// Phases that never live together: mark before the first, rewind(mark) before
+  /// each later one, to_end() after the last.
+  std::size_t mark() const { return layout_.mark(); }
+  void rewind(std::size_t m) { layout_.rewind(m); }
+  void to_end() { layout_.to_end(); }
   template <class V, class... E>
   void take(V& v, const char* name, E... extents) {
     const std::size_t count = (std::size_t(1) * ... * std::size_t(extents));

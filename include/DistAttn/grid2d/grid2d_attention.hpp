@@ -118,6 +118,8 @@ class Grid2DAttention {
   }
   /// Forget K_t, V_t saved by forward (the next backward rebuilds them).
   void invalidate_saved_kv() { saved_valid_ = false; }
+  /// Bytes this executor holds now (K_t|V_t and the workspace).
+  std::size_t held_bytes() const { return kept_.held() + ws_.held(); }
 
   /// What forward and backward allocate on this rank, per buffer: K_t|V_t, then
   /// the pass's workspace (the executor holds K_t|V_t plus the larger workspace).
@@ -135,7 +137,7 @@ class Grid2DAttention {
       MemoryLayout pass;
       Impl::Carver<Mem> c(pass);
       bwd ? lay_out_backward(c, scratch, s) : lay_out_forward(c, scratch, s);
-      l.buffers.insert(l.buffers.end(), pass.buffers.begin(), pass.buffers.end());
+      l.append(pass);
     }
     return plan;
   }
@@ -854,7 +856,7 @@ class Grid2DAttention {
   void check_memory(const char* where, bool backward) const {
     const MemoryPlan plan = memory_plan();
     const MemoryLayout& l = backward ? plan.backward : plan.forward;
-    Impl::check_growth_fits<Mem>(where, backward ? "backward" : "forward", l, kept_.held() + ws_.held(),
+    Impl::check_growth_fits<Mem>(where, backward ? "backward" : "forward", l, held_bytes(),
                                  opts_.memory_limit_bytes, n_, 1, std::int64_t(R_) * C_);
   }
   /// Points buf_ at K_t|V_t and at the workspace in the layout of the pass

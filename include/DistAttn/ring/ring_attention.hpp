@@ -113,6 +113,9 @@ class RingAttention {
   const RingStats& stats() const { return rec_.stats(); }
   int chunk() const { return c_; }
 
+  /// Bytes this executor's workspace holds now.
+  std::size_t held_bytes() const { return ws_.held(); }
+
   /// Workspace bytes forward and backward allocate on each rank, per buffer.
   /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
   MemoryPlan memory_plan() const { return plan_; }
