@@ -24,11 +24,7 @@ RingOptions ring_options(RingKind kind, std::size_t limit = 0, int head_group = 
   return opts;
 }
 
-class RingMemoryTest : public ::testing::TestWithParam<RingKind> {
- protected:
-  void SetUp() override { Counter::install(); }
-  void TearDown() override { Counter::uninstall(); }
-};
+using RingMemoryTest = Counting<::testing::TestWithParam<RingKind>>;
 
 TEST_P(RingMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
   const int B = 2, c = 10, H = 4, Hkv = 2, D = 16, P = world_size();

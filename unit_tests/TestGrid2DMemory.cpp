@@ -36,11 +36,7 @@ std::string what(Grid2DVariant v, GridShape g) {
          std::to_string(world_rank());
 }
 
-class Grid2DMemoryTest : public ::testing::TestWithParam<Grid2DVariant> {
- protected:
-  void SetUp() override { Counter::install(); }
-  void TearDown() override { Counter::uninstall(); }
-};
+using Grid2DMemoryTest = Counting<::testing::TestWithParam<Grid2DVariant>>;
 
 TEST_P(Grid2DMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
   const int B = 2, n = 6, H = 4, Hkv = 2, D = 16, P = world_size();
@@ -119,6 +115,20 @@ TEST_P(Grid2DMemoryTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
   A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam(), plan.peak_bytes()));
   x.forward(a2d);
   x.backward(a2d);
+}
+
+// Head chunking is the ring kinds': a head group Attention2D would not honour is an error, not ignored.
+TEST_P(Grid2DMemoryTest, HeadGroupIsRejected) {
+  const int P = world_size();
+  auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  Grid2DOptions o = grid2d_options(GetParam());
+  o.head_group    = 1;
+  try {
+    A2D a2d(world, 0, 0, Exec(), 1, 4L * P, 4, 2, 16, o);
+    ADD_FAILURE() << "head_group=1 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("head_group=1"), std::string::npos) << e.what();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Grid2DMemoryTest, ::testing::Values(Grid2DVariant::NO, Grid2DVariant::O),

@@ -25,7 +25,7 @@ std::size_t kept_bytes(const MemoryLayout& l) {
   return b;
 }
 
-class UlyssesMemoryTest : public CountingTest {};
+using UlyssesMemoryTest = Counting<>;
 
 TEST_F(UlyssesMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
   const int P = world_size(), B = 2, c = 6, H = 2 * P, Hkv = P, D = 16;
@@ -105,11 +105,7 @@ HybridOptions hybrid_options(HybridInner inner, std::size_t limit = 0) {
   return o;
 }
 
-class HybridMemoryTest : public ::testing::TestWithParam<HybridInner> {
- protected:
-  void SetUp() override { Counter::install(); }
-  void TearDown() override { Counter::uninstall(); }
-};
+using HybridMemoryTest = Counting<::testing::TestWithParam<HybridInner>>;
 
 TEST_P(HybridMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
   const int P = world_size(), B = 2, c = 4, H = 2 * P, Hkv = P, D = 16;

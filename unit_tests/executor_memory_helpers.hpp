@@ -57,8 +57,9 @@ inline void expect_same_outputs(const Tensors& a, const Tensors& b, const std::s
   same(a.dv, b.dv, "dv");
 }
 
-/// Installs the allocation counter around every test of a fixture.
-class CountingTest : public ::testing::Test {
+/// A fixture (plain or parameterised) with the allocation counter installed around every test.
+template <class Base = ::testing::Test>
+class Counting : public Base {
  protected:
   void SetUp() override { Counter::install(); }
   void TearDown() override { Counter::uninstall(); }

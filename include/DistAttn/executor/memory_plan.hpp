@@ -137,6 +137,9 @@ void check_growth_fits(const char* where, const char* pass, const MemoryLayout& 
              granule, ranks, layout);
 }
 
+template <class Mem>
+class Carver;
+
 /// One allocation carved into Views by a MemoryLayout. Grows (releasing the old
 /// allocation first, so the peak is the new size) only when a layout needs more
 /// than it holds; never shrinks.
@@ -148,6 +151,17 @@ class Workspace {
     if (bytes <= held()) return;
     bytes_ = Kokkos::View<char*, Mem>();
     bytes_ = Kokkos::View<char*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), bytes);
+  }
+  /// Lays buffers out with `lay_out(Carver&)` twice: to plan them, then (after
+  /// growing to the plan) to point them into this workspace.
+  template <class F>
+  void carve(const char* label, F&& lay_out) {
+    MemoryLayout planned, carved;
+    Carver<Mem> plan(planned);
+    lay_out(plan);
+    reserve(planned.total(), label);
+    Carver<Mem> c(carved, this);
+    lay_out(c);
   }
   /// A View of type V with the given extents at `offset` bytes (a MemoryLayout offset).
   template <class V, class... Extents>
@@ -191,6 +205,45 @@ class Carver {
  private:
   MemoryLayout& layout_;
   const Workspace<Mem>* ws_;
+};
+
+/// An executor whose passes share one workspace and which also keeps tensors
+/// from forward for backward in an allocation of their own, so that they survive
+/// the workspace's growth. Layouts are functions of a Carver.
+template <class Mem>
+class KeptAndPassWorkspace {
+ public:
+  KeptAndPassWorkspace(const char* kept_label, const char* pass_label) : kept_label_(kept_label), pass_label_(pass_label) {}
+  std::size_t held() const { return kept_.held() + pass_.held(); }
+  /// Points the Views at the kept allocation and at the workspace in the layout
+  /// of `backward`'s pass (growing either if needed), unless they already are.
+  template <class Kept, class Fwd, class Bwd>
+  void use(bool backward, Kept&& kept, Fwd&& fwd, Bwd&& bwd) {
+    if (carved_ == int(backward)) return;
+    kept_.carve(kept_label_, kept);
+    backward ? pass_.carve(pass_label_, bwd) : pass_.carve(pass_label_, fwd);
+    carved_ = int(backward);
+  }
+  /// The plan: each pass lists the kept buffers, then its workspace's.
+  template <class Kept, class Fwd, class Bwd>
+  static MemoryPlan plan(Kept&& kept, Fwd&& fwd, Bwd&& bwd) {
+    MemoryPlan plan;
+    for (const bool backward : {false, true}) {
+      MemoryLayout& l = backward ? plan.backward : plan.forward;
+      Carver<Mem> k(l);
+      kept(k);
+      MemoryLayout pass;
+      Carver<Mem> c(pass);
+      backward ? bwd(c) : fwd(c);
+      l.append(pass);
+    }
+    return plan;
+  }
+
+ private:
+  const char *kept_label_, *pass_label_;
+  Workspace<Mem> kept_, pass_;
+  int carved_ = -1;  // whose layout the Views hold: 0 forward, 1 backward
 };
 
 }  // namespace Impl

@@ -119,7 +119,7 @@ class Grid2DAttention {
   /// Forget K_t, V_t saved by forward (the next backward rebuilds them).
   void invalidate_saved_kv() { saved_valid_ = false; }
   /// Bytes this executor holds now (K_t|V_t and the workspace).
-  std::size_t held_bytes() const { return kept_.held() + ws_.held(); }
+  std::size_t held_bytes() const { return mem_.held(); }
 
   /// What forward and backward allocate on this rank, per buffer: K_t|V_t, then
   /// the pass's workspace (the executor holds K_t|V_t plus the larger workspace).
@@ -128,18 +128,10 @@ class Grid2DAttention {
   static MemoryPlan memory_plan(int rows, int cols, int batch, std::int64_t seq_len, int heads, int kv_heads,
                                 int head_dim, const Grid2DOptions& opts = {}) {
     const Shape s = make_shape(rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts.variant);
-    MemoryPlan plan;
-    for (const bool bwd : {false, true}) {
-      MemoryLayout& l = bwd ? plan.backward : plan.forward;
-      Buffers scratch;
-      Impl::Carver<Mem> kept(l);
-      lay_out_kept(kept, scratch, s);
-      MemoryLayout pass;
-      Impl::Carver<Mem> c(pass);
-      bwd ? lay_out_backward(c, scratch, s) : lay_out_forward(c, scratch, s);
-      l.append(pass);
-    }
-    return plan;
+    Buffers scratch;
+    return Impl::KeptAndPassWorkspace<Mem>::plan([&](Impl::Carver<Mem>& c) { lay_out_kept(c, scratch, s); },
+                                                 [&](Impl::Carver<Mem>& c) { lay_out_forward(c, scratch, s); },
+                                                 [&](Impl::Carver<Mem>& c) { lay_out_backward(c, scratch, s); });
   }
 
   /// o ([B, N/P, H, D]) and lse ([B, H, N/P]) of this rank's cyclic shard.
@@ -262,6 +254,9 @@ class Grid2DAttention {
                                           << pad_advice(seq_len, P, opts.causal));
     DISTATTN_REQUIRE(seq_len / P <= std::int64_t(1) << 30, where, "N/P=" << seq_len / P << " is too large");
     DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0, got " << opts.recv_delay_ms);
+    DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
+                     "head_group=" << opts.head_group << ": Attention2D runs all kv_heads (" << kv_heads
+                                   << ") in one pass (head chunking is implemented for the ring kinds); use 0");
   }
 
   /// Padding is exact only where padded keys can never be attended to.
@@ -862,24 +857,10 @@ class Grid2DAttention {
   /// Points buf_ at K_t|V_t and at the workspace in the layout of the pass
   /// (growing it if needed; K_t|V_t survives the growth).
   void use_workspace(bool backward) {
-    if (carved_ == int(backward)) return;
     const Shape s = make_shape(R_, C_, B_, N_, H_, Hkv_, D_, opts_.variant);
-    auto lay_out  = [&](Impl::Carver<Mem>& c, Buffers& b) {
-      backward ? lay_out_backward(c, b, s) : lay_out_forward(c, b, s);
-    };
-    MemoryLayout kept_plan, kept_carved, planned, carved;
-    Buffers unused;
-    Impl::Carver<Mem> kp(kept_plan);
-    lay_out_kept(kp, unused, s);
-    kept_.reserve(kept_plan.total(), "DistAttn::grid2d.kv_t");
-    Impl::Carver<Mem> kc(kept_carved, &kept_);
-    lay_out_kept(kc, buf_, s);
-    Impl::Carver<Mem> plan(planned);
-    lay_out(plan, unused);
-    ws_.reserve(planned.total(), "DistAttn::grid2d.workspace");
-    Impl::Carver<Mem> c(carved, &ws_);
-    lay_out(c, buf_);
-    carved_ = int(backward);
+    mem_.use(backward, [&](Impl::Carver<Mem>& c) { lay_out_kept(c, buf_, s); },
+             [&](Impl::Carver<Mem>& c) { lay_out_forward(c, buf_, s); },
+             [&](Impl::Carver<Mem>& c) { lay_out_backward(c, buf_, s); });
   }
 
   std::unique_ptr<Grid> owned_grid_;
@@ -898,8 +879,7 @@ class Grid2DAttention {
   const void* saved_k_ = nullptr;
   const void* saved_v_ = nullptr;
   bool saved_valid_    = false;
-  Impl::Workspace<Mem> kept_, ws_;  // K_t|V_t; everything else of a pass
-  int carved_ = -1;                  // whose layout buf_ holds: 0 forward, 1 backward
+  Impl::KeptAndPassWorkspace<Mem> mem_{"DistAttn::grid2d.kv_t", "DistAttn::grid2d.workspace"};
   Buffers buf_;
 };
 

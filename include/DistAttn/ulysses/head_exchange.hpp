@@ -50,40 +50,19 @@ class HeadExchange {
   /// Forward's and backward's buffers for these extents: the kept tensors, then the pass's workspace.
   static MemoryPlan memory_plan(int batch, int chunk, const UlyssesHeads& heads, int head_dim, Use use) {
     const Shape s{batch, chunk, head_dim, heads, use};
-    MemoryPlan plan;
-    for (const bool bwd : {false, true}) {
-      MemoryLayout& l = bwd ? plan.backward : plan.forward;
-      Buffers scratch;
-      Carver<Mem> kept(l);
-      lay_out_kept(kept, scratch, s);
-      MemoryLayout pass;
-      Carver<Mem> c(pass);
-      bwd ? lay_out_backward(c, scratch, s) : lay_out_forward(c, scratch, s);
-      l.append(pass);
-    }
-    return plan;
+    Buffers scratch;
+    return KeptAndPassWorkspace<Mem>::plan([&](Carver<Mem>& c) { lay_out_kept(c, scratch, s); },
+                                           [&](Carver<Mem>& c) { lay_out_forward(c, scratch, s); },
+                                           [&](Carver<Mem>& c) { lay_out_backward(c, scratch, s); });
   }
   MemoryPlan memory_plan() const { return memory_plan(B_, c_, heads_, D_, use_); }
-  std::size_t held_bytes() const { return kept_.held() + ws_.held(); }
+  std::size_t held_bytes() const { return mem_.held(); }
   /// Points the buffers at the kept allocation and the workspace in the layout of
   /// forward or backward (growing the workspace if needed; kept tensors survive).
   void use_workspace(bool backward) {
-    if (carved_ == int(backward)) return;
     const Shape s{B_, c_, D_, heads_, use_};
-    auto lay_out = [&](Carver<Mem>& c, Buffers& b) { backward ? lay_out_backward(c, b, s) : lay_out_forward(c, b, s); };
-    MemoryLayout kept_plan, kept_carved, planned, carved;
-    Buffers unused;
-    Carver<Mem> kp(kept_plan);
-    lay_out_kept(kp, unused, s);
-    kept_.reserve(kept_plan.total(), "DistAttn::ulysses.kept");
-    Carver<Mem> kc(kept_carved, &kept_);
-    lay_out_kept(kc, b_, s);
-    Carver<Mem> plan(planned);
-    lay_out(plan, unused);
-    ws_.reserve(planned.total(), "DistAttn::ulysses.workspace");
-    Carver<Mem> c(carved, &ws_);
-    lay_out(c, b_);
-    carved_ = int(backward);
+    mem_.use(backward, [&](Carver<Mem>& c) { lay_out_kept(c, b_, s); },
+             [&](Carver<Mem>& c) { lay_out_forward(c, b_, s); }, [&](Carver<Mem>& c) { lay_out_backward(c, b_, s); });
   }
   /// Ulysses' forward state and sequence-side Delta [B, H, c] (Use::state_and_delta).
   const AttnState<Acc, Mem>& state() const { return b_.state; }
@@ -313,8 +292,7 @@ class HeadExchange {
   int B_, c_, D_;
   UlyssesHeads heads_;
   Use use_;
-  Workspace<Mem> kept_, ws_;
-  int carved_ = -1;  // whose layout b_ holds: 0 forward, 1 backward
+  KeptAndPassWorkspace<Mem> mem_{"DistAttn::ulysses.kept", "DistAttn::ulysses.workspace"};
   Buffers b_;
 };
 

@@ -68,6 +68,9 @@ class UlyssesAttention {
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
                                                         << ")");
     DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
+    DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
+                     "head_group=" << opts.head_group << ": Ulysses runs its ranks' heads in one pass (head "
+                                   << "chunking is implemented for the ring kinds); use 0");
   }
 
   const UlyssesStats& stats() const { return rec_.stats(); }
