@@ -4,12 +4,9 @@
 // slots a schedule uses are planned; a workspace that does not fit the memory
 // limit fails on every rank together, before it is allocated.
 
-#include "mpi_test_helpers.hpp"
-#include "test_helpers.hpp"
+#include "executor_memory_helpers.hpp"
 
-#include <DistAttn/impl/allocation_counter.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
-#include <DistAttn/testing/random_fill.hpp>
 
 #include <cstdlib>
 #include <string>
@@ -17,32 +14,7 @@
 namespace DistAttn::Test {
 namespace {
 
-using T     = double;
-using Acc   = accum_t<T>;
-using Comm  = Communicator<MpiSpace, Exec>;
-using Ring  = RingAttention<T, MpiSpace, Exec>;
-using Entry = Impl::EntryAgreement<MpiSpace, Exec>;
-using Counter = Impl::AllocationCounter;
-
-/// One rank's inputs and outputs of a pass, labelled outside the library's prefix.
-struct Tensors {
-  Tensor4<T, Mem> q, k, v, o, dout, dq, dk, dv;
-  RowStats<Acc, Mem> lse;
-  Tensors(int B, int c, int H, int Hkv, int D, std::uint64_t seed = shared_seed())
-      : q("q", B, c, H, D), k("k", B, c, Hkv, D), v("v", B, c, Hkv, D), o("o", B, c, H, D), dout("do", B, c, H, D),
-        dq("dq", B, c, H, D), dk("dk", B, c, Hkv, D), dv("dv", B, c, Hkv, D), lse("lse", B, H, c) {
-    seed += std::uint64_t(world_rank()) * 17;
-    Testing::fill_random_device(Exec(), q, seed);
-    Testing::fill_random_device(Exec(), k, seed + 1);
-    Testing::fill_random_device(Exec(), v, seed + 2);
-    Testing::fill_random_device(Exec(), dout, seed + 3);
-    Exec().fence();
-  }
-  template <class E>
-  void forward(E& ex) { ex.forward(q, k, v, o, lse); }
-  template <class E>
-  void backward(E& ex) { ex.backward(q, k, v, o, dout, lse, dq, dk, dv); }
-};
+using Ring = RingAttention<T, MpiSpace, Exec>;
 
 RingOptions ring_options(RingKind kind, std::size_t limit = 0, int head_group = 0) {
   RingOptions opts;
@@ -52,31 +24,7 @@ RingOptions ring_options(RingKind kind, std::size_t limit = 0, int head_group = 
   return opts;
 }
 
-/// Every output of `a` and `b` equal bit for bit.
-void expect_same_outputs(const Tensors& a, const Tensors& b, const std::string& what) {
-  auto same = [&](const auto& xd, const auto& yd, const char* name) {
-    auto x = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), xd);
-    auto y = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), yd);
-    for (std::size_t i = 0; i < x.span(); ++i)
-      if (x.data()[i] != y.data()[i]) {
-        ADD_FAILURE() << what << ": " << name << " differs at element " << i << " on rank " << world_rank();
-        return;
-      }
-  };
-  same(a.o, b.o, "o");
-  same(a.lse, b.lse, "lse");
-  same(a.dq, b.dq, "dq");
-  same(a.dk, b.dk, "dk");
-  same(a.dv, b.dv, "dv");
-}
-
-class RingMemoryTest : public ::testing::TestWithParam<RingKind> {
- protected:
-  // Only the executor's memory space: on GPU builds the MPI transport stages
-  // device buffers (the entry agreement's included) through pooled host memory.
-  void SetUp() override { Counter::install("DistAttn::", Mem::name()); }
-  void TearDown() override { Counter::uninstall(); }
-};
+using RingMemoryTest = Counting<::testing::TestWithParam<RingKind>>;
 
 // Host staging (forced on CPU builds, the default for device Views without
 // GPU-aware MPI) reuses its buffers: steady-state passes allocate nothing.

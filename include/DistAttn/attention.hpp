@@ -147,12 +147,12 @@ void attention_bwd_update(const Exec& exec, const QV& q, const KV& k, const VV& 
   f.run(exec);
 }
 
-/// One-call forward over a whole local sequence: O and LSE ([B, H, S], accumulation type).
-/// Where a tuned kernel can finalize in place (TunedAttnFwdDirect) it writes O and
-/// LSE itself; otherwise a state is folded and finalized.
+namespace Impl {
+/// attention_fwd's checks, then its direct path where a tuned kernel offers it;
+/// false when the state path must run.
 template <class Exec, class QV, class KV, class VV, class OV, class LseV>
-void attention_fwd(const Exec& exec, const QV& q, const KV& k, const VV& v, const OV& o, const LseV& lse,
-                   const AttnOptions& opts = {}) {
+bool attention_fwd_direct(const Exec& exec, const QV& q, const KV& k, const VV& v, const OV& o, const LseV& lse,
+                          const AttnOptions& opts) {
   constexpr const char* where = "DistAttn::attention_fwd";
   Impl::check_qkv<Exec>(where, q, k, v, opts);
   Impl::check_same4(where, "q", q, "o", o);
@@ -164,12 +164,33 @@ void attention_fwd(const Exec& exec, const QV& q, const KV& k, const VV& v, cons
   using T = typename QV::non_const_value_type;
   Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
   const double scale = resolved_scale(opts, int(q.extent(3)));
-  if (opts.path != KernelPath::Portable &&
-      Impl::TunedAttnFwdDirect<Exec, T>::run(exec, q, k, v, o, lse, opts.mask, scale))
-    return;
+  return opts.path != KernelPath::Portable &&
+         Impl::TunedAttnFwdDirect<Exec, T>::run(exec, q, k, v, o, lse, opts.mask, scale);
+}
+}  // namespace Impl
+
+/// One-call forward over a whole local sequence: O and LSE ([B, H, S], accumulation type).
+/// Where a tuned kernel can finalize in place (TunedAttnFwdDirect) it writes O and
+/// LSE itself; otherwise a state is folded and finalized.
+template <class Exec, class QV, class KV, class VV, class OV, class LseV>
+void attention_fwd(const Exec& exec, const QV& q, const KV& k, const VV& v, const OV& o, const LseV& lse,
+                   const AttnOptions& opts = {}) {
+  if (Impl::attention_fwd_direct(exec, q, k, v, o, lse, opts)) return;
   using Acc = typename LseV::non_const_value_type;
   auto st = make_state<Acc>(exec, int(q.extent(0)), int(q.extent(1)), int(q.extent(2)), int(q.extent(3)),
                             "DistAttn::attention_fwd");
+  attention_fwd_update(exec, q, k, v, st, opts);
+  attention_finalize(exec, st, o, lse);
+}
+
+/// attention_fwd with the state path's state given by the caller (q's extents;
+/// reset here), so the call allocates nothing: executors pass workspace memory.
+template <class Exec, class QV, class KV, class VV, class OV, class LseV, class Acc, class M>
+void attention_fwd(const Exec& exec, const QV& q, const KV& k, const VV& v, const OV& o, const LseV& lse,
+                   const AttnOptions& opts, const AttnState<Acc, M>& st) {
+  if (Impl::attention_fwd_direct(exec, q, k, v, o, lse, opts)) return;
+  Impl::check_same4("DistAttn::attention_fwd", "q", q, "state", st.acc);
+  reset_state(exec, st);
   attention_fwd_update(exec, q, k, v, st, opts);
   attention_finalize(exec, st, o, lse);
 }

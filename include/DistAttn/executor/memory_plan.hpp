@@ -27,27 +27,45 @@
 
 namespace DistAttn {
 
-/// One pass's workspace: named buffers in allocation order.
+/// One pass's workspace: named buffers at their offsets. Buffers of phases that
+/// never live at the same time may share memory (mark() / rewind()): the
+/// workspace is then the end of the furthest buffer, not the sum.
 struct MemoryLayout {
   struct Buffer {
     std::string name;
-    std::size_t bytes = 0;  ///< rounded up to the workspace alignment
+    std::size_t bytes  = 0;  ///< rounded up to the workspace alignment
+    std::size_t offset = 0;
   };
   static constexpr std::size_t kAlign = 256;
   std::vector<Buffer> buffers;
 
   static std::size_t round_up(std::size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
-  /// Adds a buffer of `count` elements of `element_bytes`; returns its offset.
+  /// Adds a buffer of `count` elements of `element_bytes` at the cursor; returns its offset.
   std::size_t add(std::string name, std::size_t count, std::size_t element_bytes) {
-    const std::size_t off = total();
-    if (count > 0) buffers.push_back({std::move(name), round_up(count * element_bytes)});
+    const std::size_t off = cursor_;
+    if (count > 0) {
+      buffers.push_back({std::move(name), round_up(count * element_bytes), off});
+      cursor_ += buffers.back().bytes;
+      end_ = std::max(end_, cursor_);
+    }
     return off;
   }
-  std::size_t total() const {
-    std::size_t s = 0;
-    for (const auto& b : buffers) s += b.bytes;
-    return s;
+  /// Where the next buffer goes; rewind(mark()) lets a later phase reuse what
+  /// the buffers added since the mark occupied.
+  std::size_t mark() const { return cursor_; }
+  void rewind(std::size_t offset) { cursor_ = offset; }
+  /// Moves the cursor past every buffer (after a rewound phase).
+  void to_end() { cursor_ = end_; }
+  /// `other`'s buffers after all of ours (a separate allocation listed with this one).
+  void append(const MemoryLayout& other) {
+    for (const auto& b : other.buffers) buffers.push_back({b.name, b.bytes, end_ + b.offset});
+    end_ += other.end_;
+    cursor_ = end_;
   }
+  std::size_t total() const { return end_; }
+
+ private:
+  std::size_t cursor_ = 0, end_ = 0;
 };
 
 /// The workspace of an executor for given extents: forward's and backward's
@@ -61,6 +79,13 @@ struct MemoryPlan {
 
 namespace Impl {
 
+/// `limit` when non-zero, else DISTATTN_MEMORY_LIMIT (bytes) when set, else 0 (none).
+inline std::size_t memory_limit(std::size_t limit) {
+  if (limit == 0)
+    if (const char* env = std::getenv("DISTATTN_MEMORY_LIMIT")) limit = std::size_t(std::strtoull(env, nullptr, 10));
+  return limit;
+}
+
 /// The bytes an executor's workspace may occupy on this rank: the device's free
 /// memory plus what the workspace already holds (it is released before it
 /// grows), capped by `limit` when non-zero, else by the environment variable
@@ -70,8 +95,7 @@ template <class Mem>
 std::size_t usable_bytes(std::size_t held, std::size_t limit) {
   std::size_t usable = compat::free_memory_bytes<Mem>();
   if (usable != compat::kUnknownFreeMemory) usable += held;
-  if (limit == 0)
-    if (const char* env = std::getenv("DISTATTN_MEMORY_LIMIT")) limit = std::size_t(std::strtoull(env, nullptr, 10));
+  limit = memory_limit(limit);
   if (limit != 0) usable = std::min(usable, limit);
   return usable;
 }
@@ -102,6 +126,20 @@ inline void check_fits(const char* where, const char* pass, std::size_t need, st
   throw_invalid_argument(where, os.str());
 }
 
+/// check_fits for a pass whose workspace layout is `layout` while the executor
+/// holds `held` bytes: only growth is checked. The plan is linear in the
+/// `tokens` each rank holds; `granule` and `ranks` as for check_fits.
+template <class Mem>
+void check_growth_fits(const char* where, const char* pass, const MemoryLayout& layout, std::size_t held,
+                       std::size_t limit, std::int64_t tokens, std::int64_t granule, std::int64_t ranks) {
+  if (layout.total() <= held) return;
+  check_fits(where, pass, layout.total(), usable_bytes<Mem>(held, limit), double(layout.total()) / double(tokens),
+             granule, ranks, layout);
+}
+
+template <class Mem>
+class Carver;
+
 /// One allocation carved into Views by a MemoryLayout. Grows (releasing the old
 /// allocation first, so the peak is the new size) only when a layout needs more
 /// than it holds; never shrinks.
@@ -113,6 +151,17 @@ class Workspace {
     if (bytes <= held()) return;
     bytes_ = Kokkos::View<char*, Mem>();
     bytes_ = Kokkos::View<char*, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), bytes);
+  }
+  /// Lays buffers out with `lay_out(Carver&)` twice: to plan them, then (after
+  /// growing to the plan) to point them into this workspace.
+  template <class F>
+  void carve(const char* label, F&& lay_out) {
+    MemoryLayout planned, carved;
+    Carver<Mem> plan(planned);
+    lay_out(plan);
+    reserve(planned.total(), label);
+    Carver<Mem> c(carved, this);
+    lay_out(c);
   }
   /// A View of type V with the given extents at `offset` bytes (a MemoryLayout offset).
   template <class V, class... Extents>
@@ -132,6 +181,13 @@ template <class Mem>
 class Carver {
  public:
   explicit Carver(MemoryLayout& layout, const Workspace<Mem>* ws = nullptr) : layout_(layout), ws_(ws) {}
+  /// True when Views are pointed into a workspace (false: planning only).
+  bool carving() const { return ws_ != nullptr; }
+  /// Phases that never live together: mark before the first, rewind(mark) before
+  /// each later one, to_end() after the last.
+  std::size_t mark() const { return layout_.mark(); }
+  void rewind(std::size_t m) { layout_.rewind(m); }
+  void to_end() { layout_.to_end(); }
   template <class V, class... E>
   void take(V& v, const char* name, E... extents) {
     const std::size_t count = (std::size_t(1) * ... * std::size_t(extents));
@@ -149,6 +205,45 @@ class Carver {
  private:
   MemoryLayout& layout_;
   const Workspace<Mem>* ws_;
+};
+
+/// An executor whose passes share one workspace and which also keeps tensors
+/// from forward for backward in an allocation of their own, so that they survive
+/// the workspace's growth. Layouts are functions of a Carver.
+template <class Mem>
+class KeptAndPassWorkspace {
+ public:
+  KeptAndPassWorkspace(const char* kept_label, const char* pass_label) : kept_label_(kept_label), pass_label_(pass_label) {}
+  std::size_t held() const { return kept_.held() + pass_.held(); }
+  /// Points the Views at the kept allocation and at the workspace in the layout
+  /// of `backward`'s pass (growing either if needed), unless they already are.
+  template <class Kept, class Fwd, class Bwd>
+  void use(bool backward, Kept&& kept, Fwd&& fwd, Bwd&& bwd) {
+    if (carved_ == int(backward)) return;
+    kept_.carve(kept_label_, kept);
+    backward ? pass_.carve(pass_label_, bwd) : pass_.carve(pass_label_, fwd);
+    carved_ = int(backward);
+  }
+  /// The plan: each pass lists the kept buffers, then its workspace's.
+  template <class Kept, class Fwd, class Bwd>
+  static MemoryPlan plan(Kept&& kept, Fwd&& fwd, Bwd&& bwd) {
+    MemoryPlan plan;
+    for (const bool backward : {false, true}) {
+      MemoryLayout& l = backward ? plan.backward : plan.forward;
+      Carver<Mem> k(l);
+      kept(k);
+      MemoryLayout pass;
+      Carver<Mem> c(pass);
+      backward ? bwd(c) : fwd(c);
+      l.append(pass);
+    }
+    return plan;
+  }
+
+ private:
+  const char *kept_label_, *pass_label_;
+  Workspace<Mem> kept_, pass_;
+  int carved_ = -1;  // whose layout the Views hold: 0 forward, 1 backward
 };
 
 }  // namespace Impl

@@ -36,10 +36,17 @@
 /// consumed after Request::wait(compute); slots are double-buffered and
 /// comm.depend_on(compute) precedes every post that reuses a slot or sends data
 /// produced on `compute`. There is no device-wide synchronize.
+///
+/// Memory (docs/design/memory.md): K_t|V_t, kept from forward for backward, is one
+/// allocation; every other buffer of a pass is carved from one workspace that
+/// forward and backward share (executor/memory_plan.hpp). memory_plan() lists
+/// both before anything is allocated, a pass whose growth does not fit fails on
+/// every rank at entry, and a pass of a shape seen before allocates nothing.
 
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
-#include <DistAttn/grid2d/grid2d_buffers.hpp>
+#include <DistAttn/executor/memory_plan.hpp>
+#include <DistAttn/impl/grid2d_buffers.hpp>
 #include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/impl/pass_recorder.hpp>
@@ -119,6 +126,21 @@ class Grid2DAttention {
   }
   /// Forget K_t, V_t saved by forward (the next backward rebuilds them).
   void invalidate_saved_kv() { saved_valid_ = false; }
+  /// Bytes this executor holds now (K_t|V_t and the workspace).
+  std::size_t held_bytes() const { return mem_.held(); }
+
+  /// What forward and backward allocate on this rank, per buffer: K_t|V_t, then
+  /// the pass's workspace (the executor holds K_t|V_t plus the larger workspace).
+  MemoryPlan memory_plan() const { return memory_plan(R_, C_, B_, N_, H_, Hkv_, D_, opts_); }
+  /// The same for any R x C grid and extents, without a communicator.
+  static MemoryPlan memory_plan(int rows, int cols, int batch, std::int64_t seq_len, int heads, int kv_heads,
+                                int head_dim, const Grid2DOptions& opts = {}) {
+    const Shape s = make_shape(rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts.variant);
+    Buffers scratch;
+    return Impl::KeptAndPassWorkspace<Mem>::plan([&](Impl::Carver<Mem>& c) { lay_out_kept(c, scratch, s); },
+                                                 [&](Impl::Carver<Mem>& c) { lay_out_forward(c, scratch, s); },
+                                                 [&](Impl::Carver<Mem>& c) { lay_out_backward(c, scratch, s); });
+  }
 
   /// o ([B, N/P, H, D]) and lse ([B, H, N/P]) of this rank's cyclic shard.
   /// q, k, v (and dO in backward) must have element type T and live in memory Exec
@@ -135,7 +157,9 @@ class Grid2DAttention {
     agree_.run(grid_->world(), where, config(0), [&] {
       check_inputs(where, q, k, v);
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
+      check_memory(where, false);
     });
+    use_workspace(false);
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
@@ -161,27 +185,28 @@ class Grid2DAttention {
     agree_.run(grid_->world(), where, config(1), [&] {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
+      check_memory(where, true);
     });
+    use_workspace(true);
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
     begin_pass(true);
-    ensure_backward_common();
     const bool reuse = saved_valid_ && saved_k_ == static_cast<const void*>(k.data()) &&
                        saved_v_ == static_cast<const void*>(v.data());
     if (!reuse) permute_kv(kc, vc);
     // The own query-side bundle: (q, dO) in T and (LSE, Delta) in Acc, one
     // message each. Delta = rowsum(dO * O) replaces O (attention2d.md decision 4).
-    Kokkos::deep_copy(compute_, bq_.a, qc);
-    Kokkos::deep_copy(compute_, bq_.b, dout);
-    Kokkos::deep_copy(compute_, bs_.a, lse);
-    attention_bwd_delta(compute_, o, dout, bs_.b);
+    Kokkos::deep_copy(compute_, buf_.bq.a, qc);
+    Kokkos::deep_copy(compute_, buf_.bq.b, dout);
+    Kokkos::deep_copy(compute_, buf_.bs.a, lse);
+    attention_bwd_delta(compute_, o, dout, buf_.bs.b);
     if (opts_.variant == Grid2DVariant::NO)
       backward_no();
     else
       backward_o();
     permute_back(dk, dv);
-    Impl::convert4(compute_, dq_, dq, "DistAttn::grid2d.convert_dq");
+    Impl::convert4(compute_, buf_.dq, dq, "DistAttn::grid2d.convert_dq");
     saved_k_     = k.data();
     saved_v_     = v.data();
     saved_valid_ = true;
@@ -237,6 +262,9 @@ class Grid2DAttention {
                                           << pad_advice(seq_len, P, opts.causal));
     DISTATTN_REQUIRE(seq_len / P <= std::int64_t(1) << 30, where, "N/P=" << seq_len / P << " is too large");
     DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0, got " << opts.recv_delay_ms);
+    DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
+                     "head_group=" << opts.head_group << ": Attention2D runs all kv_heads (" << kv_heads
+                                   << ") in one pass (head chunking is implemented for the ring kinds); use 0");
   }
 
   /// Padding is exact only where padded keys can never be attended to.
@@ -392,85 +420,83 @@ class Grid2DAttention {
 
   // ---- K/V permutation (schedules.md §2, communication.md "Process grid") -----------
 
-  /// K_p, V_p -> K_t, V_t (kvt_). Fixed points of the permutation copy locally.
+  /// K_p, V_p -> K_t, V_t (buf_.kvt). Fixed points of the permutation copy locally.
   template <class CV>
   void permute_kv(const CV& kc, const CV& vc) {
-    ensure_kvt();
     const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
     if (src == me) {
-      Kokkos::deep_copy(compute_, kvt_.a, kc);
-      Kokkos::deep_copy(compute_, kvt_.b, vc);
+      Kokkos::deep_copy(compute_, buf_.kvt.a, kc);
+      Kokkos::deep_copy(compute_, buf_.kvt.b, vc);
       return;
     }
     std::vector<Req> reqs;
-    post_sendrecv(reqs, Grid2DPhase::KvPermute, kc, dst, kvt_.a, src, kTagPermuteK);
-    post_sendrecv(reqs, Grid2DPhase::KvPermute, vc, dst, kvt_.b, src, kTagPermuteV);
+    post_sendrecv(reqs, Grid2DPhase::KvPermute, kc, dst, buf_.kvt.a, src, kTagPermuteK);
+    post_sendrecv(reqs, Grid2DPhase::KvPermute, vc, dst, buf_.kvt.b, src, kTagPermuteV);
     wait_on(reqs);
   }
 
-  /// dK_t, dV_t (dkvt_) -> this rank's dk, dv in the Qp layout (Alg. 3 line 9;
+  /// dK_t, dV_t (buf_.dkvt) -> this rank's dk, dv in the Qp layout (Alg. 3 line 9;
   /// added after Alg. 8 too: attention2d.md decision 1).
   template <class DKV, class DVV>
   void permute_back(const DKV& dk, const DVV& dv) {
     const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
     if (src == me) {
-      Impl::convert4(compute_, dkvt_.a, dk, "DistAttn::grid2d.convert_dk");
-      Impl::convert4(compute_, dkvt_.b, dv, "DistAttn::grid2d.convert_dv");
+      Impl::convert4(compute_, buf_.dkvt.a, dk, "DistAttn::grid2d.convert_dk");
+      Impl::convert4(compute_, buf_.dkvt.b, dv, "DistAttn::grid2d.convert_dv");
       return;
     }
     // Our K_t is the K_p of `src`: its gradient goes back there; ours comes from
     // the rank whose K_t is our K_p.
     std::vector<Req> reqs;
-    post_sendrecv(reqs, Grid2DPhase::DkvPermute, dkvt_.flat, src, dkvp_.flat, dst, kTagDKVBack);
+    post_sendrecv(reqs, Grid2DPhase::DkvPermute, buf_.dkvt.flat, src, buf_.dkvp.flat, dst, kTagDKVBack);
     wait_on(reqs);
-    Impl::convert4(compute_, dkvp_.a, dk, "DistAttn::grid2d.convert_dk");
-    Impl::convert4(compute_, dkvp_.b, dv, "DistAttn::grid2d.convert_dv");
+    Impl::convert4(compute_, buf_.dkvp.a, dk, "DistAttn::grid2d.convert_dk");
+    Impl::convert4(compute_, buf_.dkvp.b, dv, "DistAttn::grid2d.convert_dv");
   }
 
   /// The position-ordered Kg, Vg: the gathered buffers, or K_t, V_t themselves when R == 1.
-  const TView& kg() const { return R_ > 1 ? kg_ : kvt_.a; }
-  const TView& vg() const { return R_ > 1 ? vg_ : kvt_.b; }
+  const TView& kg() const { return R_ > 1 ? buf_.kg : buf_.kvt.a; }
+  const TView& vg() const { return R_ > 1 ? buf_.vg : buf_.kvt.b; }
 
   /// Copies the K_t/V_t block of grid row `krow` (contiguous) into its rows of Kg/Vg.
   void put_kv_block(const Impl::FlatPair4<T, Mem>& blk, int krow) {
-    Impl::interleave_rows(compute_, blk.a.data(), 0, krow, 1, R_, kg_, "DistAttn::grid2d.put_k_block");
-    Impl::interleave_rows(compute_, blk.b.data(), 0, krow, 1, R_, vg_, "DistAttn::grid2d.put_v_block");
+    Impl::interleave_rows(compute_, blk.a.data(), 0, krow, 1, R_, buf_.kg, "DistAttn::grid2d.put_k_block");
+    Impl::interleave_rows(compute_, blk.b.data(), 0, krow, 1, R_, buf_.vg, "DistAttn::grid2d.put_v_block");
   }
 
   // ---- forward NO (Alg. 1 + Alg. 7; attention2d.md §2) -----------------------------
 
   template <class OV, class LV>
   void forward_no(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
-    ensure_forward_no();
     std::vector<Req> reqs;
-    if (C_ > 1) post_all_gather(reqs, Grid2DPhase::RowGather, qc, qraw_);
-    if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, kvt_.flat, kvraw_);
+    if (C_ > 1) post_all_gather(reqs, Grid2DPhase::RowGather, qc, buf_.qraw);
+    if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
     wait_on(reqs);
     // Rank-ordered blocks -> position order (attention2d.md decision 2).
-    Impl::interleave_rows(compute_, C_ > 1 ? qraw_.data() : qc.data(), q_words(), 0, C_, C_, qg_,
+    Impl::interleave_rows(compute_, C_ > 1 ? buf_.qraw.data() : qc.data(), q_words(), 0, C_, C_, buf_.qg,
                           "DistAttn::grid2d.interleave_q");
     if (R_ > 1) {
-      Impl::interleave_rows(compute_, kvraw_.data(), 2 * kv_words(), 0, R_, R_, kg_, "DistAttn::grid2d.interleave_k");
-      Impl::interleave_rows(compute_, kvraw_.data() + kv_words(), 2 * kv_words(), 0, R_, R_, vg_,
+      Impl::interleave_rows(compute_, buf_.kvraw.data(), 2 * kv_words(), 0, R_, R_, buf_.kg, "DistAttn::grid2d.interleave_k");
+      Impl::interleave_rows(compute_, buf_.kvraw.data() + kv_words(), 2 * kv_words(), 0, R_, R_, buf_.vg,
                             "DistAttn::grid2d.interleave_v");
     }
-    reset_state(compute_, stg_);
+    reset_state(compute_, buf_.stg);
     timed([&] {
-      attention_fwd_update(compute_, qg_, kg(), vg(), stg_, task_options(mask(layout_.qg(r_), layout_.kg(c_))));
+      attention_fwd_update(compute_, buf_.qg, kg(), vg(), buf_.stg, task_options(mask(layout_.qg(r_), layout_.kg(c_))));
     });
     if (C_ == 1) {
-      attention_finalize(compute_, stg_, o, lse);
+      attention_finalize(compute_, buf_.stg, o, lse);
       return;
     }
     // Alg. 7: ring reduce-scatter with AttnFix. S accumulates the shard destined
     // to column c + i and travels left; after C - 1 steps it is column c's own.
-    auto& S  = shard_[0];
-    auto& Rv = shard_[1];
-    Impl::get_state_block(compute_, stg_, (c_ + 1) % C_, C_, S.st);
+    auto& S  = buf_.shard[0];
+    auto& Rv = buf_.shard[1];
+    Impl::get_state_block(compute_, buf_.stg, (c_ + 1) % C_, C_, S.st);
     for (int i = 2; i <= C_; ++i) {
       post_sendrecv(reqs, Grid2DPhase::RowReduceScatter, S.flat, left(), Rv.flat, right(), kTagPartial);
       wait_on(reqs);
-      Impl::get_state_block(compute_, stg_, (c_ + i) % C_, C_, S.st);
+      Impl::get_state_block(compute_, buf_.stg, (c_ + i) % C_, C_, S.st);
       attention_merge(compute_, S.st, Rv.st);
       rec_.merged();
     }
@@ -481,20 +507,19 @@ class Grid2DAttention {
 
   template <class OV, class LV>
   void forward_o(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
-    ensure_forward_o();
     std::vector<Req> hq, hk, hs;
     // Alg. 4 line 4: fetch the right neighbour's Q in the background.
-    if (C_ > 1) post_sendrecv(hq, Grid2DPhase::RowGather, qc, left(), qslot_[0], right(), kTagQ);
-    reset_state(compute_, own_);
+    if (C_ > 1) post_sendrecv(hq, Grid2DPhase::RowGather, qc, left(), buf_.qslot[0], right(), kTagQ);
+    reset_state(compute_, buf_.own);
     // Alg. 5: column ring. Block i (1-based) is K_t of grid row (r + i - 1) mod R;
     // block 1 is our own K_t, block i >= 2 arrives in slot i % 2.
     for (int i = 1; i <= R_; ++i) {
-      const auto& cur = i == 1 ? kvt_ : kvslot_[i % 2];
+      const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
       if (i > 1) wait_on(hk);
-      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), kvslot_[(i + 1) % 2].flat, down(), kTagKV);
+      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
       const int krow = (r_ + i - 1) % R_;
       timed([&] {
-        attention_fwd_update(compute_, qc, cur.a, cur.b, own_,
+        attention_fwd_update(compute_, qc, cur.a, cur.b, buf_.own,
                              task_options(mask(layout_.qp(r_, c_), layout_.kt(krow, c_))));
       });
       if (C_ > 1 && R_ > 1) put_kv_block(cur, krow);
@@ -506,10 +531,10 @@ class Grid2DAttention {
       // partial of the same block received from the right and passes it left.
       for (int i = 1; i <= C_ - 1; ++i) {
         const int qcol   = (c_ + i) % C_;
-        const TView& qn  = qslot_[(i - 1) % 2];
+        const TView& qn  = buf_.qslot[(i - 1) % 2];
         if (i > 1) wait_on(hq);
-        if (i < C_ - 1) post_sendrecv(hq, Grid2DPhase::RowGather, qn, left(), qslot_[i % 2], right(), kTagQ);
-        auto& part = part_[i % 2];
+        if (i < C_ - 1) post_sendrecv(hq, Grid2DPhase::RowGather, qn, left(), buf_.qslot[i % 2], right(), kTagQ);
+        auto& part = buf_.part[i % 2];
         reset_state(compute_, part.st);
         timed([&] {
           attention_fwd_update(compute_, qn, kg(), vg(), part.st,
@@ -517,67 +542,63 @@ class Grid2DAttention {
         });
         if (i > 1) {
           wait_on(hs);
-          attention_merge(compute_, part.st, precv_.st);
+          attention_merge(compute_, part.st, buf_.precv.st);
           rec_.merged();
         }
-        post_sendrecv(hs, Grid2DPhase::RowReduceScatter, part.flat, left(), precv_.flat, right(), kTagPartial);
+        post_sendrecv(hs, Grid2DPhase::RowReduceScatter, part.flat, left(), buf_.precv.flat, right(), kTagPartial);
       }
       // The last partial from the right is our own queries over every key column
       // but ours (Alg. 6 trace); Alg. 4 line 8 adds column c.
       wait_on(hs);
-      attention_merge(compute_, own_, precv_.st);
+      attention_merge(compute_, buf_.own, buf_.precv.st);
       rec_.merged();
     }
-    attention_finalize(compute_, own_, o, lse);
+    attention_finalize(compute_, buf_.own, o, lse);
   }
 
   // ---- backward NO (Alg. 3 corrected; attention2d.md decision 7) -------------------
 
   void backward_no() {
-    ensure_backward_no();
     std::vector<Req> reqs;
     if (C_ > 1) {
-      post_all_gather(reqs, Grid2DPhase::RowGather, bq_.flat, rawq_);
-      post_all_gather(reqs, Grid2DPhase::RowGather, bs_.flat, raws_);
+      post_all_gather(reqs, Grid2DPhase::RowGather, buf_.bq.flat, buf_.rawq);
+      post_all_gather(reqs, Grid2DPhase::RowGather, buf_.bs.flat, buf_.raws);
     }
-    if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, kvt_.flat, kvraw_);
+    if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
     wait_on(reqs);
-    const T* tq   = C_ > 1 ? rawq_.data() : bq_.flat.data();
-    const Acc* ts = C_ > 1 ? raws_.data() : bs_.flat.data();
+    const T* tq   = C_ > 1 ? buf_.rawq.data() : buf_.bq.flat.data();
+    const Acc* ts = C_ > 1 ? buf_.raws.data() : buf_.bs.flat.data();
     const std::size_t sq = q_words(), ss = row_words();
-    Impl::interleave_rows(compute_, tq, 2 * sq, 0, C_, C_, qg_, "DistAttn::grid2d.interleave_q");
-    Impl::interleave_rows(compute_, tq + sq, 2 * sq, 0, C_, C_, dog_, "DistAttn::grid2d.interleave_do");
-    Impl::interleave_stats(compute_, ts, 2 * ss, 0, C_, C_, lseg_, "DistAttn::grid2d.interleave_lse");
-    Impl::interleave_stats(compute_, ts + ss, 2 * ss, 0, C_, C_, delg_, "DistAttn::grid2d.interleave_delta");
+    Impl::interleave_rows(compute_, tq, 2 * sq, 0, C_, C_, buf_.qg, "DistAttn::grid2d.interleave_q");
+    Impl::interleave_rows(compute_, tq + sq, 2 * sq, 0, C_, C_, buf_.dog, "DistAttn::grid2d.interleave_do");
+    Impl::interleave_stats(compute_, ts, 2 * ss, 0, C_, C_, buf_.lseg, "DistAttn::grid2d.interleave_lse");
+    Impl::interleave_stats(compute_, ts + ss, 2 * ss, 0, C_, C_, buf_.delg, "DistAttn::grid2d.interleave_delta");
     if (R_ > 1) {
-      Impl::interleave_rows(compute_, kvraw_.data(), 2 * kv_words(), 0, R_, R_, kg_, "DistAttn::grid2d.interleave_k");
-      Impl::interleave_rows(compute_, kvraw_.data() + kv_words(), 2 * kv_words(), 0, R_, R_, vg_,
+      Impl::interleave_rows(compute_, buf_.kvraw.data(), 2 * kv_words(), 0, R_, R_, buf_.kg, "DistAttn::grid2d.interleave_k");
+      Impl::interleave_rows(compute_, buf_.kvraw.data() + kv_words(), 2 * kv_words(), 0, R_, R_, buf_.vg,
                             "DistAttn::grid2d.interleave_v");
     }
-    Kokkos::deep_copy(compute_, dqg_, Acc(0));
-    Kokkos::deep_copy(compute_, dkg_, Acc(0));
-    Kokkos::deep_copy(compute_, dvg_, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dqg, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dkvg.a, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dkvg.b, Acc(0));
     timed([&] {
-      attention_bwd_update(compute_, qg_, kg(), vg(), dog_, lseg_, delg_, dqg_, dkg_, dvg_,
+      attention_bwd_update(compute_, buf_.qg, kg(), vg(), buf_.dog, buf_.lseg, buf_.delg, buf_.dqg, buf_.dkvg.a, buf_.dkvg.b,
                            task_options(mask(layout_.qg(r_), layout_.kg(c_))));
     });
     // Alg. 3 line 7 (corrected: dQ_g): rank-ordered shards, library reduce-scatter.
     if (C_ > 1) {
-      Impl::deinterleave_rows(compute_, dqg_, 0, C_, C_, rawdq_.data(), sq, false, "DistAttn::grid2d.shard_dq");
-      post_reduce_scatter(reqs, Grid2DPhase::RowReduceScatter, rawdq_, dq_);
+      Impl::deinterleave_rows(compute_, buf_.dqg, 0, C_, C_, buf_.rawdq.data(), sq, false, "DistAttn::grid2d.shard_dq");
+      post_reduce_scatter(reqs, Grid2DPhase::RowReduceScatter, buf_.rawdq, buf_.dq);
     } else {
-      Kokkos::deep_copy(compute_, dq_, dqg_);
+      Kokkos::deep_copy(compute_, buf_.dq, buf_.dqg);
     }
     // Alg. 3 line 8 (corrected: dK_g, dV_g): block j = [dK_t(j, c) | dV_t(j, c)].
     if (R_ > 1) {
       const std::size_t skv = kv_words();
-      Impl::deinterleave_rows(compute_, dkg_, 0, R_, R_, rawdkv_.data(), 2 * skv, false, "DistAttn::grid2d.shard_dk");
-      Impl::deinterleave_rows(compute_, dvg_, 0, R_, R_, rawdkv_.data() + skv, 2 * skv, false,
+      Impl::deinterleave_rows(compute_, buf_.dkvg.a, 0, R_, R_, buf_.rawdkv.data(), 2 * skv, false, "DistAttn::grid2d.shard_dk");
+      Impl::deinterleave_rows(compute_, buf_.dkvg.b, 0, R_, R_, buf_.rawdkv.data() + skv, 2 * skv, false,
                               "DistAttn::grid2d.shard_dv");
-      post_reduce_scatter(reqs, Grid2DPhase::ColReduceScatter, rawdkv_, dkvt_.flat);
-    } else {
-      Kokkos::deep_copy(compute_, dkvt_.a, dkg_);
-      Kokkos::deep_copy(compute_, dkvt_.b, dvg_);
+      post_reduce_scatter(reqs, Grid2DPhase::ColReduceScatter, buf_.rawdkv, buf_.dkvt.flat);
     }
     wait_on(reqs);
   }
@@ -585,33 +606,32 @@ class Grid2DAttention {
   // ---- backward O (Algs. 8-11 corrected; attention2d.md decision 7) -----------------
 
   void backward_o() {
-    ensure_backward_o();
     std::vector<Req> hq, hk, hs;
     // Alg. 8 line 5: fetch the right neighbour's query bundle in the background.
     if (C_ > 1) {
-      post_sendrecv(hq, Grid2DPhase::RowGather, bq_.flat, left(), bslotq_[0].flat, right(), kTagQ);
-      post_sendrecv(hq, Grid2DPhase::RowGather, bs_.flat, left(), bslots_[0].flat, right(), kTagQStats);
+      post_sendrecv(hq, Grid2DPhase::RowGather, buf_.bq.flat, left(), buf_.bslotq[0].flat, right(), kTagQ);
+      post_sendrecv(hq, Grid2DPhase::RowGather, buf_.bs.flat, left(), buf_.bslots[0].flat, right(), kTagQStats);
     }
-    Kokkos::deep_copy(compute_, dq_, Acc(0));
-    Kokkos::deep_copy(compute_, dkg_, Acc(0));
-    Kokkos::deep_copy(compute_, dvg_, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dq, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dkvg.a, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dkvg.b, Acc(0));
     // Alg. 9: column ring of K_t/V_t blocks against the own query bundle; dK/dV
     // contributions accumulate in place in the position-ordered dKg/dVg.
     for (int i = 1; i <= R_; ++i) {
-      const auto& cur = i == 1 ? kvt_ : kvslot_[i % 2];
+      const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
       if (i > 1) wait_on(hk);
-      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), kvslot_[(i + 1) % 2].flat, down(), kTagKV);
+      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
       const int krow = (r_ + i - 1) % R_;
       timed([&] {
-        attention_bwd_update(compute_, bq_.a, cur.a, cur.b, bq_.b, bs_.a, bs_.b, dq_, Impl::row_block(dkg_, krow, R_),
-                             Impl::row_block(dvg_, krow, R_),
+        attention_bwd_update(compute_, buf_.bq.a, cur.a, cur.b, buf_.bq.b, buf_.bs.a, buf_.bs.b, buf_.dq, Impl::row_block(buf_.dkvg.a, krow, R_),
+                             Impl::row_block(buf_.dkvg.b, krow, R_),
                              task_options(mask(layout_.qp(r_, c_), layout_.kt(krow, c_))));
       });
       if (C_ > 1 && R_ > 1) put_kv_block(cur, krow);
     }
     if (C_ == 1) {
       // No other query blocks: Alg. 11 degenerates to the column reduce-scatter alone.
-      column_scatter_dkv(nullptr, nullptr, c_, dq_);
+      column_scatter_dkv(nullptr, nullptr, c_, buf_.dq);
       return;
     }
     wait_on(hq);  // Alg. 8 line 7
@@ -620,18 +640,18 @@ class Grid2DAttention {
     // with the column reduce-scatter of dK/dV (Alg. 11).
     for (int i = 1; i <= C_ - 1; ++i) {
       const int qcol = (c_ + i) % C_;
-      const auto& bq = bslotq_[(i - 1) % 2];
-      const auto& bs = bslots_[(i - 1) % 2];
+      const auto& bq = buf_.bslotq[(i - 1) % 2];
+      const auto& bs = buf_.bslots[(i - 1) % 2];
       if (i > 1) wait_on(hq);
       if (i < C_ - 1) {
-        post_sendrecv(hq, Grid2DPhase::RowGather, bq.flat, left(), bslotq_[i % 2].flat, right(), kTagQ);
-        post_sendrecv(hq, Grid2DPhase::RowGather, bs.flat, left(), bslots_[i % 2].flat, right(), kTagQStats);
+        post_sendrecv(hq, Grid2DPhase::RowGather, bq.flat, left(), buf_.bslotq[i % 2].flat, right(), kTagQ);
+        post_sendrecv(hq, Grid2DPhase::RowGather, bs.flat, left(), buf_.bslots[i % 2].flat, right(), kTagQStats);
       }
-      const AccView& dqp = dqpart_[i % 2];
+      const AccView& dqp = buf_.dqpart[i % 2];
       Kokkos::deep_copy(compute_, dqp, Acc(0));
       if (i < C_ - 1) {
         timed([&] {
-          attention_bwd_update(compute_, bq.a, kg(), vg(), bq.b, bs.a, bs.b, dqp, dkg_, dvg_,
+          attention_bwd_update(compute_, bq.a, kg(), vg(), bq.b, bs.a, bs.b, dqp, buf_.dkvg.a, buf_.dkvg.b,
                                task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
         });
       } else {
@@ -639,32 +659,30 @@ class Grid2DAttention {
       }
       if (i > 1) {
         wait_on(hs);
-        Impl::add4(compute_, dqrecv_, dqp, "DistAttn::grid2d.add_dq");
+        Impl::add4(compute_, buf_.dqrecv, dqp, "DistAttn::grid2d.add_dq");
         rec_.merged();
       }
-      post_sendrecv(hs, Grid2DPhase::RowReduceScatter, dqp, left(), dqrecv_, right(), kTagDQ);
+      post_sendrecv(hs, Grid2DPhase::RowReduceScatter, dqp, left(), buf_.dqrecv, right(), kTagDQ);
     }
     wait_on(hs);
     // Alg. 8 line 9: own dQ = own-column part (Alg. 9) + the other columns' (ring).
-    Impl::add4(compute_, dqrecv_, dq_, "DistAttn::grid2d.add_dq");
+    Impl::add4(compute_, buf_.dqrecv, buf_.dq, "DistAttn::grid2d.add_dq");
     rec_.merged();
   }
 
   /// Alg. 11 (CmptSctrBwd): backward of the last query block (bq, bs of column
   /// qcol; none when C == 1) against the K_t blocks one at a time, overlapped with
-  /// the column ring reduce-scatter of dK/dV. Leaves this rank's dK_t/dV_t in dkvt_.
+  /// the column ring reduce-scatter of dK/dV. Leaves this rank's dK_t/dV_t in buf_.dkvt.
   void column_scatter_dkv(const Impl::FlatPair4<T, Mem>* bq, const Impl::FlatPair3<Acc, Mem>* bs, int qcol,
                           const AccView& dqp) {
     if (R_ == 1) {
       if (bq) {
         timed([&] {
-          attention_bwd_update(compute_, bq->a, kg(), vg(), bq->b, bs->a, bs->b, dqp, dkg_, dvg_,
+          attention_bwd_update(compute_, bq->a, kg(), vg(), bq->b, bs->a, bs->b, dqp, buf_.dkvg.a, buf_.dkvg.b,
                                task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
         });
       }
-      Kokkos::deep_copy(compute_, dkvt_.a, dkg_);
-      Kokkos::deep_copy(compute_, dkvt_.b, dvg_);
-      return;
+      return;  // dK_t/dV_t are dKg/dVg themselves when R == 1
     }
     std::vector<Req> hd;
     // Step i (2..R) works on block i = K_t of grid row (r + i - 1) mod R: the
@@ -673,134 +691,185 @@ class Grid2DAttention {
     // below for the same block, and goes up.
     for (int i = 2; i <= R_; ++i) {
       const int krow = (r_ + i - 1) % R_;
-      auto& part     = dkvpart_[i % 2];
+      auto& part     = buf_.dkvpart[i % 2];
       take_dkv_block(krow, part);
       if (bq) {
         timed([&] {
-          attention_bwd_update(compute_, bq->a, Impl::row_block(kg_, krow, R_), Impl::row_block(vg_, krow, R_), bq->b,
+          attention_bwd_update(compute_, bq->a, Impl::row_block(buf_.kg, krow, R_), Impl::row_block(buf_.vg, krow, R_), bq->b,
                                bs->a, bs->b, dqp, part.a, part.b,
                                task_options(mask(layout_.qp(r_, qcol), layout_.kt(krow, c_))));
         });
       }
       if (i > 2) {
         wait_on(hd);
-        Impl::add4(compute_, dkvrecv_.a, part.a, "DistAttn::grid2d.add_dk");
-        Impl::add4(compute_, dkvrecv_.b, part.b, "DistAttn::grid2d.add_dv");
+        Impl::add4(compute_, buf_.dkvrecv.a, part.a, "DistAttn::grid2d.add_dk");
+        Impl::add4(compute_, buf_.dkvrecv.b, part.b, "DistAttn::grid2d.add_dv");
         rec_.merged();
       }
-      post_sendrecv(hd, Grid2DPhase::ColReduceScatter, part.flat, up(), dkvrecv_.flat, down(), kTagDKV);
+      post_sendrecv(hd, Grid2DPhase::ColReduceScatter, part.flat, up(), buf_.dkvrecv.flat, down(), kTagDKV);
     }
     // Own block (lines 15-18, corrected): fresh contribution + locally accumulated
     // dK_1/dV_1 + the reduced partial of the other grid rows.
-    take_dkv_block(r_, dkvt_);
+    take_dkv_block(r_, buf_.dkvt);
     if (bq) {
       timed([&] {
-        attention_bwd_update(compute_, bq->a, Impl::row_block(kg_, r_, R_), Impl::row_block(vg_, r_, R_), bq->b,
-                             bs->a, bs->b, dqp, dkvt_.a, dkvt_.b,
+        attention_bwd_update(compute_, bq->a, Impl::row_block(buf_.kg, r_, R_), Impl::row_block(buf_.vg, r_, R_), bq->b,
+                             bs->a, bs->b, dqp, buf_.dkvt.a, buf_.dkvt.b,
                              task_options(mask(layout_.qp(r_, qcol), layout_.kt(r_, c_))));
       });
     }
     wait_on(hd);
-    Impl::add4(compute_, dkvrecv_.a, dkvt_.a, "DistAttn::grid2d.add_dk");
-    Impl::add4(compute_, dkvrecv_.b, dkvt_.b, "DistAttn::grid2d.add_dv");
+    Impl::add4(compute_, buf_.dkvrecv.a, buf_.dkvt.a, "DistAttn::grid2d.add_dk");
+    Impl::add4(compute_, buf_.dkvrecv.b, buf_.dkvt.b, "DistAttn::grid2d.add_dv");
     rec_.merged();
   }
 
   /// dst <- rows of grid row `krow` of dKg/dVg (contiguous copy).
   void take_dkv_block(int krow, const Impl::FlatPair4<Acc, Mem>& dst) {
-    Impl::deinterleave_rows(compute_, dkg_, krow, 1, R_, dst.a.data(), 0, false, "DistAttn::grid2d.take_dk_block");
-    Impl::deinterleave_rows(compute_, dvg_, krow, 1, R_, dst.b.data(), 0, false, "DistAttn::grid2d.take_dv_block");
+    Impl::deinterleave_rows(compute_, buf_.dkvg.a, krow, 1, R_, dst.a.data(), 0, false, "DistAttn::grid2d.take_dk_block");
+    Impl::deinterleave_rows(compute_, buf_.dkvg.b, krow, 1, R_, dst.b.data(), 0, false, "DistAttn::grid2d.take_dv_block");
   }
 
-  // ---- workspaces (allocated once, on first use) ------------------------------------
+  // ---- workspace (executor/memory_plan.hpp) ----------------------------------------
 
-  void ensure_kvt() {
-    if (kvt_.flat.size() == 0) kvt_ = Impl::make_pair4<T, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.kvt");
+  struct Shape {
+    int B, n, H, Hkv, D, R, C;
+    Grid2DVariant variant;
+    bool permuted;  // some rank's K_t is another rank's K_p (the world permutations run)
+  };
+  static Shape make_shape(int R, int C, int B, std::int64_t N, int H, int Hkv, int D, Grid2DVariant variant) {
+    const GridShape g{R, C};
+    bool permuted = false;
+    for (int p = 0; p < R * C; ++p) permuted |= g.transpose_source(p) != p;
+    return Shape{B, int(N / (std::int64_t(R) * C)), H, Hkv, D, R, C, variant, permuted};
   }
-  void ensure_kg() {
-    if (R_ > 1 && kg_.size() == 0) {
-      kg_ = TView("DistAttn::grid2d.kg", B_, n_ * R_, Hkv_, D_);
-      vg_ = TView("DistAttn::grid2d.vg", B_, n_ * R_, Hkv_, D_);
+  // Everything a pass uses besides the caller's tensors.
+  struct Buffers {
+    // K_t | V_t of this rank (kept for backward) and the gathered, position-ordered Kg, Vg.
+    Impl::FlatPair4<T, Mem> kvt;
+    TView kg, vg;
+    std::array<Impl::FlatPair4<T, Mem>, 2> kvslot;  // O: column ring slots
+    Impl::Flat<T, Mem> kvraw;                       // NO: rank-ordered column all-gather
+    // forward
+    TView qg;                                         // NO: position-ordered Qg (also backward NO)
+    Impl::Flat<T, Mem> qraw;                          // NO: rank-ordered row all-gather
+    State stg;                                        // NO: partial state of Qg
+    std::array<Impl::FlatState<Acc, Mem>, 2> shard;   // NO: Alg. 7 accumulate / receive
+    State own;                                        // O: state of the own queries
+    std::array<TView, 2> qslot;                       // O: row ring Q slots
+    std::array<Impl::FlatState<Acc, Mem>, 2> part;    // O: partials in flight
+    Impl::FlatState<Acc, Mem> precv;                  // O: partial received from the right
+    // backward
+    Impl::FlatPair4<T, Mem> bq;                       // own (q, dO)
+    Impl::FlatPair3<Acc, Mem> bs;                     // own (LSE, Delta)
+    AccView dq;                                       // own dQ (accumulation type)
+    Impl::FlatPair4<Acc, Mem> dkvg;                   // position-ordered dKg | dVg
+    Impl::FlatPair4<Acc, Mem> dkvt, dkvp;             // dK_t|dV_t, and after the permutation back
+    TView dog;                                        // NO: gathered dO
+    StatView lseg, delg;                              // NO: gathered LSE, Delta
+    AccView dqg;                                      // NO: dQg
+    Impl::Flat<T, Mem> rawq;                          // NO: gathered (q, dO) blocks
+    Impl::Flat<Acc, Mem> raws, rawdq, rawdkv;         // NO: gathered stats, dQ / dKV shards to scatter
+    std::array<Impl::FlatPair4<T, Mem>, 2> bslotq;    // O: row ring (q, dO) slots
+    std::array<Impl::FlatPair3<Acc, Mem>, 2> bslots;  // O: row ring (LSE, Delta) slots
+    std::array<AccView, 2> dqpart;                    // O: dQ partials in flight
+    AccView dqrecv;                                   // O: dQ partial from the right
+    std::array<Impl::FlatPair4<Acc, Mem>, 2> dkvpart; // O: dK/dV partials in flight (Alg. 11)
+    Impl::FlatPair4<Acc, Mem> dkvrecv;                // O: dK/dV partial from below
+  };
+
+  static void lay_out_kept(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    Impl::take_pair4(c, b.kvt, "DistAttn::grid2d.kv_t", s.B, s.n, s.Hkv, s.D);
+  }
+  static void lay_out_kg(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    c.take(b.kg, "DistAttn::grid2d.kg", s.B, s.n * s.R, s.Hkv, s.D);
+    c.take(b.vg, "DistAttn::grid2d.vg", s.B, s.n * s.R, s.Hkv, s.D);
+  }
+  static void lay_out_kv_slots(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    for (auto& slot : b.kvslot) Impl::take_pair4(c, slot, "DistAttn::grid2d.kv_slot", s.B, s.n, s.Hkv, s.D);
+  }
+  static void lay_out_forward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    const bool no = s.variant == Grid2DVariant::NO;
+    if (s.R > 1 && (no || s.C > 1)) lay_out_kg(c, b, s);
+    if (no) {
+      if (s.R > 1) c.take(b.kvraw, "DistAttn::grid2d.kv_gathered", std::size_t(s.R) * 2 * s.B * s.n * s.Hkv * s.D);
+      c.take(b.qg, "DistAttn::grid2d.qg", s.B, s.n * s.C, s.H, s.D);
+      if (s.C > 1) {
+        c.take(b.qraw, "DistAttn::grid2d.q_gathered", std::size_t(s.C) * s.B * s.n * s.H * s.D);
+        for (auto& sh : b.shard) Impl::take_flat_state(c, sh, "DistAttn::grid2d.shard", s.B, s.n, s.H, s.D);
+      }
+      c.state(b.stg, "DistAttn::grid2d.state_g", s.B, s.n * s.C, s.H, s.D);
+      return;
+    }
+    if (s.R > 1) lay_out_kv_slots(c, b, s);
+    c.state(b.own, "DistAttn::grid2d.state", s.B, s.n, s.H, s.D);
+    if (s.C > 1) {
+      for (auto& q : b.qslot) c.take(q, "DistAttn::grid2d.q_slot", s.B, s.n, s.H, s.D);
+      for (auto& p : b.part) Impl::take_flat_state(c, p, "DistAttn::grid2d.partial", s.B, s.n, s.H, s.D);
+      Impl::take_flat_state(c, b.precv, "DistAttn::grid2d.partial_recv", s.B, s.n, s.H, s.D);
     }
   }
-  void ensure_kv_slots() {
-    if (R_ > 1 && kvslot_[0].flat.size() == 0)
-      for (auto& s : kvslot_) s = Impl::make_pair4<T, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.kv_slot");
-  }
-  void ensure_kvraw() {
-    if (R_ > 1 && kvraw_.size() == 0) kvraw_ = Impl::Flat<T, Mem>("DistAttn::grid2d.kv_gathered", R_ * 2 * kv_words());
-  }
-  void ensure_qg() {
-    if (qg_.size() == 0) qg_ = TView("DistAttn::grid2d.qg", B_, n_ * C_, H_, D_);
-  }
-  void ensure_forward_no() {
-    ensure_kg();
-    ensure_kvraw();
-    ensure_qg();
-    if (fwd_no_ready_) return;
-    if (C_ > 1) {
-      qraw_ = Impl::Flat<T, Mem>("DistAttn::grid2d.q_gathered", C_ * q_words());
-      for (auto& s : shard_) s = Impl::make_flat_state<Acc, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.shard");
+  // dK_t/dV_t are dKg/dVg themselves when R == 1; with R > 1 dKg/dVg are dead once
+  // dK_t/dV_t are formed, so the permutation back receives into them.
+  static void lay_out_backward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
+    const bool no = s.variant == Grid2DVariant::NO;
+    Impl::take_pair4(c, b.bq, "DistAttn::grid2d.q_do", s.B, s.n, s.H, s.D);
+    Impl::take_pair3(c, b.bs, "DistAttn::grid2d.lse_delta", s.B, s.H, s.n);
+    c.take(b.dq, "DistAttn::grid2d.dq", s.B, s.n, s.H, s.D);
+    Impl::take_pair4(c, b.dkvg, "DistAttn::grid2d.dkv_g", s.B, s.n * s.R, s.Hkv, s.D);
+    if (s.R > 1) {
+      Impl::take_pair4(c, b.dkvt, "DistAttn::grid2d.dkv_t", s.B, s.n, s.Hkv, s.D);
+      if (s.permuted) b.dkvp = Impl::pair4_within(b.dkvg, s.B, s.n, s.Hkv, s.D);
+    } else {
+      b.dkvt = b.dkvg;
+      if (s.permuted) Impl::take_pair4(c, b.dkvp, "DistAttn::grid2d.dkv_p", s.B, s.n, s.Hkv, s.D);
     }
-    stg_          = make_state<Acc>(compute_, B_, n_ * C_, H_, D_, "DistAttn::grid2d.state_g");
-    fwd_no_ready_ = true;
-  }
-  void ensure_forward_o() {
-    if (C_ > 1) ensure_kg();
-    ensure_kv_slots();
-    if (fwd_o_ready_) return;
-    own_ = make_state<Acc>(compute_, B_, n_, H_, D_, "DistAttn::grid2d.state");
-    if (C_ > 1) {
-      for (auto& s : qslot_) s = TView("DistAttn::grid2d.q_slot", B_, n_, H_, D_);
-      for (auto& s : part_) s = Impl::make_flat_state<Acc, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.partial");
-      precv_ = Impl::make_flat_state<Acc, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.partial_recv");
+    if (s.R > 1 && (no || s.C > 1)) lay_out_kg(c, b, s);
+    if (no) {
+      const std::size_t q = std::size_t(s.B) * s.n * s.H * s.D, kv = std::size_t(s.B) * s.n * s.Hkv * s.D;
+      const std::size_t rows = std::size_t(s.B) * s.H * s.n;
+      if (s.R > 1) c.take(b.kvraw, "DistAttn::grid2d.kv_gathered", s.R * 2 * kv);
+      c.take(b.qg, "DistAttn::grid2d.qg", s.B, s.n * s.C, s.H, s.D);
+      c.take(b.dog, "DistAttn::grid2d.dog", s.B, s.n * s.C, s.H, s.D);
+      c.take(b.lseg, "DistAttn::grid2d.lseg", s.B, s.H, s.n * s.C);
+      c.take(b.delg, "DistAttn::grid2d.deltag", s.B, s.H, s.n * s.C);
+      c.take(b.dqg, "DistAttn::grid2d.dqg", s.B, s.n * s.C, s.H, s.D);
+      if (s.C > 1) {
+        c.take(b.rawq, "DistAttn::grid2d.q_do_gathered", s.C * 2 * q);
+        c.take(b.raws, "DistAttn::grid2d.lse_delta_gathered", s.C * 2 * rows);
+        c.take(b.rawdq, "DistAttn::grid2d.dq_shards", s.C * q);
+      }
+      if (s.R > 1) c.take(b.rawdkv, "DistAttn::grid2d.dkv_shards", s.R * 2 * kv);
+      return;
     }
-    fwd_o_ready_ = true;
-  }
-  void ensure_backward_common() {
-    if (bwd_ready_) return;
-    bq_   = Impl::make_pair4<T, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.q_do");
-    bs_   = Impl::make_pair3<Acc, Mem>(B_, H_, n_, "DistAttn::grid2d.lse_delta");
-    dq_   = AccView("DistAttn::grid2d.dq", B_, n_, H_, D_);
-    dkvt_ = Impl::make_pair4<Acc, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.dkv_t");
-    if (grid_->transpose_source() != grid_->world().rank())
-      dkvp_ = Impl::make_pair4<Acc, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.dkv_p");
-    dkg_       = AccView("DistAttn::grid2d.dkg", B_, n_ * R_, Hkv_, D_);
-    dvg_       = AccView("DistAttn::grid2d.dvg", B_, n_ * R_, Hkv_, D_);
-    bwd_ready_ = true;
-  }
-  void ensure_backward_no() {
-    ensure_kg();
-    ensure_kvraw();
-    ensure_qg();
-    if (bwd_no_ready_) return;
-    dog_  = TView("DistAttn::grid2d.dog", B_, n_ * C_, H_, D_);
-    lseg_ = StatView("DistAttn::grid2d.lseg", B_, H_, n_ * C_);
-    delg_ = StatView("DistAttn::grid2d.deltag", B_, H_, n_ * C_);
-    dqg_  = AccView("DistAttn::grid2d.dqg", B_, n_ * C_, H_, D_);
-    if (C_ > 1) {
-      rawq_  = Impl::Flat<T, Mem>("DistAttn::grid2d.q_do_gathered", C_ * 2 * q_words());
-      raws_  = Impl::Flat<Acc, Mem>("DistAttn::grid2d.lse_delta_gathered", C_ * 2 * row_words());
-      rawdq_ = Impl::Flat<Acc, Mem>("DistAttn::grid2d.dq_shards", C_ * q_words());
+    if (s.R > 1) lay_out_kv_slots(c, b, s);
+    if (s.C > 1) {
+      for (auto& q : b.bslotq) Impl::take_pair4(c, q, "DistAttn::grid2d.q_do_slot", s.B, s.n, s.H, s.D);
+      for (auto& st : b.bslots) Impl::take_pair3(c, st, "DistAttn::grid2d.lse_delta_slot", s.B, s.H, s.n);
+      for (auto& d : b.dqpart) c.take(d, "DistAttn::grid2d.dq_partial", s.B, s.n, s.H, s.D);
+      c.take(b.dqrecv, "DistAttn::grid2d.dq_recv", s.B, s.n, s.H, s.D);
     }
-    if (R_ > 1) rawdkv_ = Impl::Flat<Acc, Mem>("DistAttn::grid2d.dkv_shards", R_ * 2 * kv_words());
-    bwd_no_ready_ = true;
+    if (s.R > 1) {
+      for (auto& d : b.dkvpart) Impl::take_pair4(c, d, "DistAttn::grid2d.dkv_partial", s.B, s.n, s.Hkv, s.D);
+      Impl::take_pair4(c, b.dkvrecv, "DistAttn::grid2d.dkv_recv", s.B, s.n, s.Hkv, s.D);
+    }
   }
-  void ensure_backward_o() {
-    if (C_ > 1) ensure_kg();
-    ensure_kv_slots();
-    if (bwd_o_ready_) return;
-    if (C_ > 1) {
-      for (auto& s : bslotq_) s = Impl::make_pair4<T, Mem>(B_, n_, H_, D_, "DistAttn::grid2d.q_do_slot");
-      for (auto& s : bslots_) s = Impl::make_pair3<Acc, Mem>(B_, H_, n_, "DistAttn::grid2d.lse_delta_slot");
-      for (auto& s : dqpart_) s = AccView("DistAttn::grid2d.dq_partial", B_, n_, H_, D_);
-      dqrecv_ = AccView("DistAttn::grid2d.dq_recv", B_, n_, H_, D_);
-    }
-    if (R_ > 1) {
-      for (auto& s : dkvpart_) s = Impl::make_pair4<Acc, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.dkv_partial");
-      dkvrecv_ = Impl::make_pair4<Acc, Mem>(B_, n_, Hkv_, D_, "DistAttn::grid2d.dkv_recv");
-    }
-    bwd_o_ready_ = true;
+
+  /// Inside the entry agreement: a pass whose allocations would grow beyond what
+  /// this rank may use fails on every rank, naming the need.
+  void check_memory(const char* where, bool backward) const {
+    const MemoryPlan plan = memory_plan();
+    const MemoryLayout& l = backward ? plan.backward : plan.forward;
+    Impl::check_growth_fits<Mem>(where, backward ? "backward" : "forward", l, held_bytes(),
+                                 opts_.memory_limit_bytes, n_, 1, std::int64_t(R_) * C_);
+  }
+  /// Points buf_ at K_t|V_t and at the workspace in the layout of the pass
+  /// (growing it if needed; K_t|V_t survives the growth).
+  void use_workspace(bool backward) {
+    const Shape s = make_shape(R_, C_, B_, N_, H_, Hkv_, D_, opts_.variant);
+    mem_.use(backward, [&](Impl::Carver<Mem>& c) { lay_out_kept(c, buf_, s); },
+             [&](Impl::Carver<Mem>& c) { lay_out_forward(c, buf_, s); },
+             [&](Impl::Carver<Mem>& c) { lay_out_backward(c, buf_, s); });
   }
 
   std::unique_ptr<Grid> owned_grid_;
@@ -819,39 +888,8 @@ class Grid2DAttention {
   const void* saved_k_ = nullptr;
   const void* saved_v_ = nullptr;
   bool saved_valid_    = false;
-  bool fwd_no_ready_ = false, fwd_o_ready_ = false, bwd_ready_ = false, bwd_no_ready_ = false, bwd_o_ready_ = false;
-
-  // K_t | V_t of this rank (saved for backward) and the gathered, position-ordered Kg, Vg.
-  Impl::FlatPair4<T, Mem> kvt_;
-  TView kg_, vg_;
-  std::array<Impl::FlatPair4<T, Mem>, 2> kvslot_;  // O: column ring slots
-  Impl::Flat<T, Mem> kvraw_;                       // NO: rank-ordered column all-gather
-  // forward
-  TView qg_;                                         // NO: position-ordered Qg (also backward NO)
-  Impl::Flat<T, Mem> qraw_;                          // NO: rank-ordered row all-gather
-  State stg_;                                        // NO: partial state of Qg
-  std::array<Impl::FlatState<Acc, Mem>, 2> shard_;   // NO: Alg. 7 accumulate / receive
-  State own_;                                        // O: state of the own queries
-  std::array<TView, 2> qslot_;                       // O: row ring Q slots
-  std::array<Impl::FlatState<Acc, Mem>, 2> part_;    // O: partials in flight
-  Impl::FlatState<Acc, Mem> precv_;                  // O: partial received from the right
-  // backward
-  Impl::FlatPair4<T, Mem> bq_;                       // own (q, dO)
-  Impl::FlatPair3<Acc, Mem> bs_;                     // own (LSE, Delta)
-  AccView dq_;                                       // own dQ (accumulation type)
-  Impl::FlatPair4<Acc, Mem> dkvt_, dkvp_;            // dK_t|dV_t, and after the permutation back
-  AccView dkg_, dvg_;                                // position-ordered dKg, dVg
-  TView dog_;                                        // NO: gathered dO
-  StatView lseg_, delg_;                             // NO: gathered LSE, Delta
-  AccView dqg_;                                      // NO: dQg
-  Impl::Flat<T, Mem> rawq_;                          // NO: gathered (q, dO) blocks
-  Impl::Flat<Acc, Mem> raws_, rawdq_, rawdkv_;       // NO: gathered stats, dQ / dKV shards to scatter
-  std::array<Impl::FlatPair4<T, Mem>, 2> bslotq_;    // O: row ring (q, dO) slots
-  std::array<Impl::FlatPair3<Acc, Mem>, 2> bslots_;  // O: row ring (LSE, Delta) slots
-  std::array<AccView, 2> dqpart_;                    // O: dQ partials in flight
-  AccView dqrecv_;                                   // O: dQ partial from the right
-  std::array<Impl::FlatPair4<Acc, Mem>, 2> dkvpart_; // O: dK/dV partials in flight (Alg. 11)
-  Impl::FlatPair4<Acc, Mem> dkvrecv_;                // O: dK/dV partial from below
+  Impl::KeptAndPassWorkspace<Mem> mem_{"DistAttn::grid2d.kv_t", "DistAttn::grid2d.workspace"};
+  Buffers buf_;
 };
 
 }  // namespace DistAttn

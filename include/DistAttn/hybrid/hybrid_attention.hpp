@@ -26,9 +26,17 @@
 /// causality as for the other executors; the
 /// inner executor's own rules apply to its sequence (zigzag: U c even;
 /// Attention2D: its grid must fit S; full attention: zigzag or Attention2D).
+///
+/// Memory (docs/design/memory.md): the head exchange's kept tensors (q, k, v, O,
+/// LSE on the head side) and its workspace (HeadExchange), plus the inner
+/// executor's own. The entry checks both together on every rank of the world, so
+/// an inner executor that would not fit fails every rank before anything is
+/// allocated; the inner executor gets what the head exchange leaves of the
+/// memory limit.
 
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
+#include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/impl/pass_recorder.hpp>
@@ -92,6 +100,8 @@ class HybridAttention {
   using Comm = Communicator<CommSpace, Exec>;
   using Ring = RingAttention<T, CommSpace, Exec>;
   using A2D  = Grid2DAttention<T, CommSpace, Exec>;
+  /// Forward's head-side O and LSE are kept for the inner backward; the inner executor has its own states.
+  static constexpr typename Impl::HeadExchange<T, CommSpace, Exec>::Use kUse{true, false};
 
   /// Collective over `world` (splits it into the two kinds of groups); `world`
   /// must outlive the executor.
@@ -102,7 +112,7 @@ class HybridAttention {
         opts_(opts), U_(hybrid_ulysses_degree(world.size(), heads, kv_heads, opts.ulysses_degree)),
         S_(world.size() / U_), u_(world.rank() % U_), s_(world.rank() / U_),
         uly_comm_(split(world, s_, u_)), seq_comm_(split(world, u_, s_)), rec_(compute, opts),
-        x_(*uly_comm_, compute, rec_, batch, chunk, UlyssesHeads(U_, heads, kv_heads), head_dim) {
+        x_(*uly_comm_, compute, rec_, batch, chunk, UlyssesHeads(U_, heads, kv_heads), head_dim, kUse) {
     constexpr const char* where = "DistAttn::HybridAttention";
     DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
@@ -121,9 +131,26 @@ class HybridAttention {
                 : opts.inner == HybridInner::Balanced ? RingKind::Balanced
                                                       : RingKind::Zigzag;
       inner_opts(ro);
+      ring_opts_ = ro;
       ring_ = std::make_unique<Ring>(*seq_comm_, compute, batch, inner_chunk, Hl, Hkl, head_dim, ro);
     }
   }
+
+  /// What forward and backward allocate on this rank, per buffer: the head
+  /// exchange's (kept tensors, then its workspace), then the inner executor's.
+  /// The executor holds the peak of each part: head_exchange_plan().peak_bytes() +
+  /// inner_plan().peak_bytes().
+  MemoryPlan memory_plan() const {
+    MemoryPlan p = head_exchange_plan();
+    const MemoryPlan in = inner_plan();
+    p.forward.append(in.forward);
+    p.backward.append(in.backward);
+    return p;
+  }
+  MemoryPlan head_exchange_plan() const { return x_.memory_plan(); }
+  /// The inner executor's plan (all heads per pass unless its head_group says otherwise).
+  MemoryPlan inner_plan() const { return a2d_ ? a2d_->memory_plan() : ring_->memory_plan(); }
+  std::size_t held_bytes() const { return x_.held_bytes() + (a2d_ ? a2d_->held_bytes() : ring_->held_bytes()); }
 
   const UlyssesStats& stats() const { return rec_.stats(); }
   int ulysses_degree() const { return U_; }
@@ -150,7 +177,9 @@ class HybridAttention {
     agree_.run(world_, where, config(0), [&] {
       check_inputs(where, q, k, v);
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
+      check_memory(where, false);
     });
+    x_.use_workspace(false);
     begin_pass();
     x_.inputs_to_heads(q, k, v);
     with_inner([&](auto& inner) {
@@ -170,7 +199,9 @@ class HybridAttention {
     agree_.run(world_, where, config(1), [&] {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
+      check_memory(where, true);
     });
+    x_.use_workspace(true);
     // Forward's head-side q, k, v, O and LSE are still valid for the same Views.
     const bool reuse = saved_.same(q, k, v, o);
     begin_pass();
@@ -202,10 +233,33 @@ class HybridAttention {
            : opts_.inner == HybridInner::Balanced ? RingKind::Balanced
                                                   : RingKind::Zigzag;
   }
-  /// The inner executor shares our options; the hybrid's entry already checked the inputs.
+  /// The inner executor shares our options; the hybrid's entry already checked the
+  /// inputs, and the inner executor may use what the head exchange leaves of the limit.
   void inner_opts(ExecutorOptions& x) const {
     x                   = opts_;
     x.attn.check_finite = false;
+    const std::size_t limit = Impl::memory_limit(opts_.memory_limit_bytes);
+    const std::size_t mine  = x_.memory_plan().peak_bytes();
+    if (limit != 0) x.memory_limit_bytes = limit > mine ? limit - mine : 1;
+  }
+  /// The inner executor's smallest plan: one kv head per pass for a ring whose
+  /// head group is automatic.
+  MemoryPlan smallest_inner_plan() const {
+    if (a2d_) return a2d_->memory_plan();
+    RingOptions o = ring_opts_;
+    if (o.head_group == 0) o.head_group = 1;
+    return Ring::memory_plan(S_, B_, U_ * c_, x_.heads().local_heads(), x_.heads().local_kv_heads(), D_, o);
+  }
+  /// Inside the world's entry agreement: the head exchange's peak (what inner_opts
+  /// leaves the inner executor is reckoned from it) and the inner executor's
+  /// smallest pass together must fit, so that no head group fails alone.
+  void check_memory(const char* where, bool backward) const {
+    const MemoryPlan mine = head_exchange_plan();
+    MemoryLayout need     = mine.forward_bytes() >= mine.backward_bytes() ? mine.forward : mine.backward;
+    const MemoryPlan in   = smallest_inner_plan();
+    need.append(backward ? in.backward : in.forward);
+    Impl::check_growth_fits<Mem>(where, backward ? "backward" : "forward", need, held_bytes(),
+                                 opts_.memory_limit_bytes, c_, 1, world_.size());
   }
   template <class F>
   void with_inner(F&& f) {
@@ -242,6 +296,7 @@ class HybridAttention {
   Impl::HeadExchange<T, CommSpace, Exec> x_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::SavedInputs saved_;
+  RingOptions ring_opts_;
   std::unique_ptr<Ring> ring_;
   std::unique_ptr<A2D> a2d_;
 };

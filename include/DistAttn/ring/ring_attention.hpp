@@ -117,6 +117,9 @@ class RingAttention {
   const RingStats& stats() const { return rec_.stats(); }
   int chunk() const { return c_; }
 
+  /// Bytes this executor's workspace holds now.
+  std::size_t held_bytes() const { return ws_.held(); }
+
   /// Workspace bytes forward and backward allocate on each rank, per buffer.
   /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
   MemoryPlan memory_plan() const { return plan_; }
@@ -642,16 +645,9 @@ class RingAttention {
   int use_workspace(Pass pass, int group) {
     if (carved_pass_ == int(pass) && carved_group_ == group) return group;
     const Shape s = make_shape(schedule_, B_, c_, H_, Hkv_, D_, group);
-    auto lay_out  = [&](Impl::Carver<Mem>& c, Buffers& b) {
-      pass == Pass::Forward ? lay_out_forward(c, b, s) : lay_out_backward(c, b, s);
-    };
-    MemoryLayout planned, carved;
-    Buffers unused;
-    Impl::Carver<Mem> plan(planned);
-    lay_out(plan, unused);
-    ws_.reserve(planned.total(), "DistAttn::ring.workspace");
-    Impl::Carver<Mem> c(carved, &ws_);
-    lay_out(c, buf_);
+    ws_.carve("DistAttn::ring.workspace", [&](Impl::Carver<Mem>& c) {
+      pass == Pass::Forward ? lay_out_forward(c, buf_, s) : lay_out_backward(c, buf_, s);
+    });
     carved_pass_  = int(pass);
     carved_group_ = group;
     return group;

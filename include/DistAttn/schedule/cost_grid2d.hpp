@@ -25,6 +25,7 @@
 /// Two collectives in flight together on the same level share its bandwidth
 /// (their times add); on different levels they overlap (the longer counts).
 
+#include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/impl/grid2d_cost_context.hpp>
 #include <DistAttn/schedule/cost_types.hpp>
 #include <DistAttn/schedule/causal_pairs.hpp>
@@ -167,37 +168,36 @@ inline PassPrediction predict_grid2d_backward(bool overlapped, const AttnProblem
   return tl.p;
 }
 
-/// Bytes Grid2DAttention allocates per rank for forward and backward together
-/// (its ensure_* functions), on a rank that is not a fixed point of the permutation.
+/// Bytes Grid2DAttention holds per rank after a forward and a backward: K_t|V_t
+/// plus the larger of its forward and backward workspace layouts
+/// (Grid2DAttention::memory_plan, executor/memory_plan.hpp); every buffer is
+/// rounded up to MemoryLayout::kAlign.
 inline std::int64_t grid2d_workspace_bytes(bool overlapped, const AttnProblem& pr, int R, int C, std::int64_t n) {
   const std::int64_t B = pr.batch, H = pr.heads, Hkv = pr.kv_heads, d = pr.head_dim;
   const std::int64_t io = pr.io_bytes(), acc = pr.acc_bytes();
-  const std::int64_t q = B * n * H * d, kv = B * n * Hkv * d, rows = B * H * n, state = B * n * H * (d + 2) * acc;
-  std::int64_t w = 2 * kv * io;                                  // K_t | V_t
-  const bool kg = R > 1 && (!overlapped || C > 1);
-  if (kg) w += 2 * R * kv * io;                                  // Kg, Vg
+  const std::int64_t q = B * n * H * d, kv = B * n * Hkv * d, rows = B * H * n;
+  auto r     = [](std::int64_t bytes) { return std::int64_t(MemoryLayout::round_up(std::size_t(bytes))); };
+  auto state = [&](std::int64_t k) { return r(k * q * acc) + 2 * r(k * rows * acc); };  // k shards' rows
+  const std::int64_t kept = r(2 * kv * io);                                               // K_t | V_t
+  const std::int64_t kg   = R > 1 && (!overlapped || C > 1) ? 2 * r(R * kv * io) : 0;     // Kg, Vg
+  std::int64_t fwd = kg, bwd = kg;
+  bwd += r(2 * q * io) + r(2 * rows * acc) + r(q * acc) + r(2 * R * kv * acc);  // (q, dO), (LSE, Delta), dQ, dKg|dVg
+  if (R > 1) bwd += r(2 * kv * acc);  // dK_t|dV_t (dKg|dVg itself when R == 1)
   if (!overlapped) {
-    if (R > 1) w += R * 2 * kv * io;                             // gathered K/V, rank order
-    w += C * q * io;                                             // Qg
-    if (C > 1) w += C * q * io + 2 * state;                      // gathered Q, two shard states
-    w += C * state;                                              // state of Qg
+    if (R > 1) fwd += r(R * 2 * kv * io), bwd += r(R * 2 * kv * io);             // gathered K/V, rank order
+    fwd += r(C * q * io) + state(C);                                              // Qg, its state
+    if (C > 1) fwd += r(C * q * io) + 2 * r(q * acc + 2 * rows * acc);            // gathered Q, two shard states
+    bwd += 2 * r(C * q * io) + 2 * r(C * rows * acc) + r(C * q * acc);            // Qg, dOg, LSEg, Deltag, dQg
+    if (C > 1) bwd += r(C * 2 * q * io) + r(C * 2 * rows * acc) + r(C * q * acc); // rank-ordered gathers, dQ shards
+    if (R > 1) bwd += r(R * 2 * kv * acc);                                        // dK/dV shards
   } else {
-    if (R > 1) w += 2 * 2 * kv * io;                             // column ring slots
-    w += state;                                                  // own state
-    if (C > 1) w += 2 * q * io + 3 * state;                      // Q slots, partials, partial in
+    if (R > 1) fwd += 2 * r(2 * kv * io), bwd += 2 * r(2 * kv * io);              // column ring slots
+    fwd += state(1);                                                              // own state
+    if (C > 1) fwd += 2 * r(q * io) + 3 * r(q * acc + 2 * rows * acc);            // Q slots, partials, partial in
+    if (C > 1) bwd += 2 * r(2 * q * io) + 2 * r(2 * rows * acc) + 3 * r(q * acc); // bundle slots, dQ partials, in
+    if (R > 1) bwd += 3 * r(2 * kv * acc);                                        // dK/dV partials, partial in
   }
-  w += 2 * q * io + 2 * rows * acc + q * acc + 2 * kv * acc;     // (q, dO), (LSE, Delta), dQ, dK_t|dV_t
-  if (R > 1 && C > 1) w += 2 * kv * acc;  // dK|dV after the permutation back (identity on R x 1, 1 x C)
-  w += 2 * R * kv * acc;                                         // dKg, dVg
-  if (!overlapped) {
-    w += C * q * io + 2 * C * rows * acc + C * q * acc;          // gathered dO, LSE, Delta; dQg
-    if (C > 1) w += C * 2 * q * io + C * 2 * rows * acc + C * q * acc;  // rank-ordered gathers, dQ shards
-    if (R > 1) w += R * 2 * kv * acc;                            // dK/dV shards
-  } else {
-    if (C > 1) w += 2 * 2 * q * io + 2 * 2 * rows * acc + 2 * q * acc + q * acc;  // bundle slots, dQ partials
-    if (R > 1) w += 2 * 2 * kv * acc + 2 * kv * acc;             // dK/dV partials, partial in
-  }
-  return w;
+  return kept + std::max(fwd, bwd);
 }
 
 }  // namespace DistAttn

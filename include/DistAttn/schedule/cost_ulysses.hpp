@@ -8,10 +8,14 @@
 /// An all-to-all in which a rank exchanges m bytes evenly with its U - 1 peers
 /// costs what those transfers cost in flight together (machine_model.hpp).
 
+#include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/schedule/cost_types.hpp>
 #include <DistAttn/schedule/causal_pairs.hpp>
 #include <DistAttn/schedule/machine_model.hpp>
 #include <DistAttn/schedule/ulysses_volume.hpp>
+
+#include <algorithm>
+#include <cstdint>
 
 namespace DistAttn {
 
@@ -63,25 +67,35 @@ inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem&
   return tl.p;
 }
 
-/// Bytes Impl::HeadExchange allocates per rank for forward and backward
-/// (ensure_forward, ensure_backward) over U ranks of `tokens_per_rank` tokens each:
-/// the head-side tensors of U * tokens_per_rank tokens and the packed all-to-all buffers.
-inline std::int64_t head_exchange_workspace_bytes(const AttnProblem& pr, int U, std::int64_t tokens_per_rank) {
+/// Bytes Impl::HeadExchange holds per rank after a forward and a backward over U
+/// ranks of `tokens_per_rank` tokens each (HeadExchange::memory_plan): the kept
+/// head-side tensors plus the larger pass workspace, whose successive message
+/// buffers share memory. `ulysses`: UlyssesAttention's use (forward state and
+/// sequence-side Delta in the workspace); else the hybrid's (head-side O and LSE kept).
+inline std::int64_t head_exchange_workspace_bytes(const AttnProblem& pr, int U, std::int64_t tokens_per_rank,
+                                                  bool ulysses = false) {
   const UlyssesHeads h(U, pr.heads, pr.kv_heads);
   const std::int64_t B = pr.batch, N = U * tokens_per_rank, d = pr.head_dim, io = pr.io_bytes(), acc = pr.acc_bytes();
   const std::int64_t L = h.local_heads(), Lk = h.local_kv_heads();
   const std::int64_t q = B * N * L * d, kv = B * N * Lk * d, rows = B * N * L;
-  // forward: q, k, v, o and LSE on the head side; send + receive of qkv, o, LSE
-  std::int64_t w = (2 * q + 2 * kv) * io + rows * acc + 2 * (q + 2 * kv) * io + 2 * q * io + 2 * rows * acc;
-  // backward: dO, Delta, dq, dk, dv on the head side; send + receive of the statistics and gradients
-  w += q * io + rows * acc + (q + 2 * kv) * acc + 2 * 2 * rows * acc + 2 * (q + 2 * kv) * acc;
-  return w;
+  auto r = [](std::int64_t bytes) { return std::int64_t(MemoryLayout::round_up(std::size_t(bytes))); };
+  const std::int64_t out  = r(q * io) + r(rows * acc);  // O, LSE on the head side
+  const std::int64_t kept = r(q * io) + 2 * r(kv * io) + (ulysses ? 0 : out);
+  const std::int64_t qkv_messages = 2 * r((q + 2 * kv) * io);
+  std::int64_t fwd = (ulysses ? out : 0) +
+                     std::max({qkv_messages, ulysses ? r(q * acc) + 2 * r(rows * acc) : 0,
+                               2 * r(q * io) + 2 * r(rows * acc)});
+  std::int64_t bwd = (ulysses ? r(B * pr.heads * tokens_per_rank * acc) + r(rows * acc) : 0) + r(q * acc) +
+                     2 * r(kv * acc);  // Delta (sequence side), LSE; dq, dk, dv
+  const std::int64_t dout = r(q * io) + 2 * r(q * io) +
+                            (ulysses ? r(rows * acc) + 2 * r(2 * rows * acc) : 2 * r(rows * acc));
+  bwd += std::max({qkv_messages, dout, 2 * r((q + 2 * kv) * acc)});
+  return kept + std::max(fwd, bwd);
 }
 
-/// UlyssesAttention: its head exchange plus Delta on the sequence side.
+/// UlyssesAttention: its head exchange over all P ranks.
 inline std::int64_t ulysses_workspace_bytes(const AttnProblem& pr, int P) {
-  const std::int64_t c = pr.seq_len / P;
-  return head_exchange_workspace_bytes(pr, P, c) + std::int64_t(pr.batch) * pr.heads * c * pr.acc_bytes();
+  return head_exchange_workspace_bytes(pr, P, pr.seq_len / P, /*ulysses=*/true);
 }
 
 }  // namespace DistAttn

@@ -26,9 +26,16 @@
 /// (ExecutorOptions::causal); causal N may be padded at the end to P c with dO = 0
 /// on padded rows: SequencePadding(N, P, TokenLayout::Kind::Contiguous) (padding.hpp). Any layout is accepted without staging: the all-to-all's
 /// packing reads and writes the caller's Views element by element.
+///
+/// Memory (docs/design/memory.md): q_h, k_h, v_h are one allocation, every other
+/// buffer is carved from one workspace that forward and backward share
+/// (HeadExchange); memory_plan() lists them before anything is allocated, a pass
+/// whose growth does not fit fails on every rank at entry, and a pass of a shape
+/// seen before allocates nothing.
 
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
+#include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/impl/pass_recorder.hpp>
 #include <DistAttn/ulysses/head_exchange.hpp>
@@ -46,6 +53,8 @@ class UlyssesAttention {
   using Acc  = accum_t<T>;
   using Mem  = typename Exec::memory_space;
   using Comm = Communicator<CommSpace, Exec>;
+  /// q_h, k_h, v_h kept for backward; the one-call attention's state and Delta in the workspace.
+  static constexpr typename Impl::HeadExchange<T, CommSpace, Exec>::Use kUse{false, true};
 
   /// @param comm    the ranks (their exec() carries the all-to-alls); must outlive the executor
   /// @param compute instance the attention runs on
@@ -54,12 +63,15 @@ class UlyssesAttention {
                    const UlyssesOptions& opts = {})
       : comm_(comm), compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim), opts_(opts),
         rec_(compute, opts), x_(comm, compute, rec_, batch, chunk, UlyssesHeads(comm.size(), heads, kv_heads),
-                                head_dim) {
+                                head_dim, kUse) {
     constexpr const char* where = "DistAttn::UlyssesAttention";
     DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
                                                         << ")");
     DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
+    DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
+                     "head_group=" << opts.head_group << ": Ulysses runs its ranks' heads in one pass (head "
+                                   << "chunking is implemented for the ring kinds); use 0");
   }
 
   const UlyssesStats& stats() const { return rec_.stats(); }
@@ -67,6 +79,17 @@ class UlyssesAttention {
   int chunk() const { return c_; }
   /// Forget q_h, k_h, v_h saved by forward (the next backward rebuilds them).
   void invalidate_saved_inputs() { saved_.clear(); }
+
+  /// What forward and backward allocate on this rank, per buffer: q_h|k_h|v_h, then
+  /// the pass's workspace (the executor holds the kept tensors plus the larger workspace).
+  MemoryPlan memory_plan() const { return x_.memory_plan(); }
+  /// The same for P ranks and any extents, without a communicator.
+  static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim) {
+    return Impl::HeadExchange<T, CommSpace, Exec>::memory_plan(batch, chunk, UlyssesHeads(P, heads, kv_heads),
+                                                               head_dim, kUse);
+  }
+  /// Bytes this executor holds now.
+  std::size_t held_bytes() const { return x_.held_bytes(); }
 
   /// O and LSE ([B, H, chunk], accumulation type) of this rank's chunk.
   template <class QV, class KV, class VV, class OV, class LV>
@@ -76,12 +99,16 @@ class UlyssesAttention {
     agree_.run(comm_, where, config(0), [&] {
       check_inputs(where, q, k, v);
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
+      check_memory(where, false);
     });
+    x_.use_workspace(false);
     begin_pass();
     x_.inputs_to_heads(q, k, v);
     saved_.remember(q, k, v);
     // The head side holds the whole sequence in position order.
-    rec_.timed([&] { attention_fwd(compute_, x_.q(), x_.k(), x_.v(), x_.o(), x_.lse(), tile_options()); });
+    rec_.timed([&] {
+      attention_fwd(compute_, x_.q(), x_.k(), x_.v(), x_.o(), x_.lse(), tile_options(), x_.state());
+    });
     x_.output_from_heads(o, lse);
     end_pass();
   }
@@ -95,15 +122,16 @@ class UlyssesAttention {
     agree_.run(comm_, where, config(1), [&] {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
+      check_memory(where, true);
     });
+    x_.use_workspace(true);
     const bool reuse = saved_.same(q, k, v);
     begin_pass();
     if (!reuse) x_.inputs_to_heads(q, k, v);
     saved_.remember(q, k, v);
     // Delta from the sequence side's O, so O never travels.
-    ensure_delta();
-    attention_bwd_delta(compute_, o, dout, delta_);
-    x_.dout_to_heads(dout, lse, delta_);
+    attention_bwd_delta(compute_, o, dout, x_.seq_delta());
+    x_.dout_to_heads(dout, lse, x_.seq_delta());
     x_.clear_grads();
     rec_.timed([&] {
       attention_bwd_update(compute_, x_.q(), x_.k(), x_.v(), x_.dout(), x_.lse(), x_.delta(), x_.dq(), x_.dk(),
@@ -132,8 +160,12 @@ class UlyssesAttention {
     return ao;
   }
 
-  void ensure_delta() {
-    if (delta_.size() == 0) delta_ = RowStats<Acc, Mem>("DistAttn::ulysses.delta", B_, H_, c_);
+  /// Inside the entry agreement: a pass whose allocations would grow beyond what
+  /// this rank may use fails on every rank, naming the need.
+  void check_memory(const char* where, bool backward) const {
+    const MemoryPlan plan = memory_plan();
+    Impl::check_growth_fits<Mem>(where, backward ? "backward" : "forward", backward ? plan.backward : plan.forward,
+                                 held_bytes(), opts_.memory_limit_bytes, c_, 1, comm_.size());
   }
   void begin_pass() {
     comm_.depend_on(compute_);
@@ -149,7 +181,6 @@ class UlyssesAttention {
   Impl::HeadExchange<T, CommSpace, Exec> x_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::SavedInputs saved_;
-  RowStats<Acc, Mem> delta_;
 };
 
 }  // namespace DistAttn

@@ -1,5 +1,5 @@
 #pragma once
-/// @file grid2d/grid2d_buffers.hpp
+/// @file impl/grid2d_buffers.hpp
 /// Workspace pieces and local reorder kernels of the Attention2D executor.
 ///
 /// Gathered buffers (Qg, Kg and everything that travels with them) are kept in
@@ -15,6 +15,7 @@
 #include <DistAttn/attention.hpp>
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
+#include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
 
 #include <cstddef>
@@ -47,35 +48,48 @@ struct FlatState {
   AttnState<Acc, Mem> st;
 };
 
-template <class T, class Mem>
-FlatPair4<T, Mem> make_pair4(int B, int S, int H, int D, const std::string& label) {
+/// Carves (or plans) a FlatPair4 of two [B, S, H, D] tensors: one buffer, so a pair is one message.
+template <class Mem, class T>
+void take_pair4(Carver<Mem>& c, FlatPair4<T, Mem>& p, const char* name, int B, int S, int H, int D) {
   const std::size_t one = std::size_t(B) * S * H * D;
-  FlatPair4<T, Mem> p;
-  p.flat = Flat<T, Mem>(label, 2 * one);
-  p.a    = Tensor4<T, Mem>(p.flat.data(), B, S, H, D);
-  p.b    = Tensor4<T, Mem>(p.flat.data() + one, B, S, H, D);
-  return p;
+  c.take(p.flat, name, 2 * one);
+  if (!c.carving()) return;
+  p.a = Tensor4<T, Mem>(p.flat.data(), B, S, H, D);
+  p.b = Tensor4<T, Mem>(p.flat.data() + one, B, S, H, D);
 }
 
-template <class T, class Mem>
-FlatPair3<T, Mem> make_pair3(int B, int H, int S, const std::string& label) {
+/// Carves (or plans) a FlatPair3 of two [B, H, S] row statistics.
+template <class Mem, class T>
+void take_pair3(Carver<Mem>& c, FlatPair3<T, Mem>& p, const char* name, int B, int H, int S) {
   const std::size_t one = std::size_t(B) * H * S;
-  FlatPair3<T, Mem> p;
-  p.flat = Flat<T, Mem>(label, 2 * one);
-  p.a    = RowStats<T, Mem>(p.flat.data(), B, H, S);
-  p.b    = RowStats<T, Mem>(p.flat.data() + one, B, H, S);
-  return p;
+  c.take(p.flat, name, 2 * one);
+  if (!c.carving()) return;
+  p.a = RowStats<T, Mem>(p.flat.data(), B, H, S);
+  p.b = RowStats<T, Mem>(p.flat.data() + one, B, H, S);
 }
 
-template <class Acc, class Mem>
-FlatState<Acc, Mem> make_flat_state(int B, int S, int H, int D, const std::string& label) {
+/// Carves (or plans) a partial state (acc [B, S, H, D], m, l [B, H, S]) as one buffer.
+template <class Mem, class Acc>
+void take_flat_state(Carver<Mem>& c, FlatState<Acc, Mem>& s, const char* name, int B, int S, int H, int D) {
   const std::size_t nacc = std::size_t(B) * S * H * D, nrow = std::size_t(B) * H * S;
-  FlatState<Acc, Mem> s;
-  s.flat   = Flat<Acc, Mem>(label, nacc + 2 * nrow);
+  c.take(s.flat, name, nacc + 2 * nrow);
+  if (!c.carving()) return;
   s.st.acc = Tensor4<Acc, Mem>(s.flat.data(), B, S, H, D);
   s.st.m   = RowStats<Acc, Mem>(s.flat.data() + nacc, B, H, S);
   s.st.l   = RowStats<Acc, Mem>(s.flat.data() + nacc + nrow, B, H, S);
-  return s;
+}
+
+/// The first two [B, S, H, D] tensors of a larger FlatPair4's buffer, as a pair:
+/// a buffer that is dead by the time the pair is used lends it its memory.
+template <class T, class Mem>
+FlatPair4<T, Mem> pair4_within(const FlatPair4<T, Mem>& host, int B, int S, int H, int D) {
+  const std::size_t one = std::size_t(B) * S * H * D;
+  FlatPair4<T, Mem> p;
+  if (host.flat.data() == nullptr) return p;
+  p.flat = Flat<T, Mem>(host.flat.data(), 2 * one);
+  p.a    = Tensor4<T, Mem>(p.flat.data(), B, S, H, D);
+  p.b    = Tensor4<T, Mem>(p.flat.data() + one, B, S, H, D);
+  return p;
 }
 
 /// Rows blk, blk + nb, blk + 2 nb, ... of a position-ordered [B, nb*n, X, D] tensor,

@@ -1,0 +1,186 @@
+// Ulysses and hybrid memory on MPI ranks: the MemoryPlan equals, byte for byte,
+// what forward and backward make Kokkos allocate (the hybrid: its head exchange's
+// plan plus its inner executor's); a second pass of the same shape allocates
+// nothing (Ulysses' one-call forward folds into workspace memory); a pass over
+// the memory limit fails on every rank before it allocates.
+
+#include "executor_memory_helpers.hpp"
+
+#include <DistAttn/hybrid/hybrid_attention.hpp>
+#include <DistAttn/ulysses/ulysses_attention.hpp>
+
+#include <cstdlib>
+#include <string>
+
+namespace DistAttn::Test {
+namespace {
+
+using Uly    = UlyssesAttention<T, MpiSpace, Exec>;
+using Hybrid = HybridAttention<T, MpiSpace, Exec>;
+
+/// Bytes of the head-side tensors kept from forward for backward.
+std::size_t kept_bytes(const MemoryLayout& l) {
+  std::size_t b = 0;
+  for (const char* n : {"q_heads", "k_heads", "v_heads"}) b += buffer_bytes(l, std::string("DistAttn::ulysses.") + n);
+  return b;
+}
+
+using UlyssesMemoryTest = Counting<>;
+
+TEST_F(UlyssesMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
+  const int P = world_size(), B = 2, c = 6, H = 2 * P, Hkv = P, D = 16;
+  auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  Tensors x(B, c, H, Hkv, D);
+  Uly uly(comm, Exec(), B, c, H, Hkv, D);
+  const MemoryPlan plan = uly.memory_plan();
+  EXPECT_EQ(plan.forward_bytes(), Uly::memory_plan(P, B, c, H, Hkv, D).forward_bytes());
+  EXPECT_EQ(plan.backward_bytes(), Uly::memory_plan(P, B, c, H, Hkv, D).backward_bytes());
+  const std::size_t kept = kept_bytes(plan.forward);
+  EXPECT_EQ(kept, kept_bytes(plan.backward));
+
+  Counter::reset();
+  x.forward(uly);
+  EXPECT_EQ(Counter::labelled().bytes, plan.forward_bytes() + Entry::buffer_bytes(P)) << "forward, rank " << world_rank();
+  EXPECT_EQ(Counter::labelled().allocations, 4u);
+
+  Counter::reset();
+  x.backward(uly);
+  const std::size_t grown = plan.backward_bytes() > plan.forward_bytes() ? plan.backward_bytes() - kept : 0;
+  EXPECT_EQ(Counter::labelled().bytes, grown) << "backward, rank " << world_rank();
+  EXPECT_EQ(Counter::labelled().live, plan.peak_bytes() + Entry::buffer_bytes(P));
+  // Backward reused forward's q_h, k_h, v_h across the workspace's growth.
+  EXPECT_EQ(uly.stats().received(UlyssesPhase::QKV), 0u);
+
+  Counter::reset();
+  for (int i = 0; i < 2; ++i) {
+    x.forward(uly);
+    x.backward(uly);
+  }
+  EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes";
+}
+
+TEST_F(UlyssesMemoryTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
+  const int P = world_size(), B = 1, c = 8, H = 2 * P, Hkv = P, D = 16;
+  auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  comm.set_timeout(20.0);
+  comm.set_timeout_policy(TimeoutPolicy::Throw);
+  Tensors x(B, c, H, Hkv, D);
+  const MemoryPlan plan = Uly::memory_plan(P, B, c, H, Hkv, D);
+  auto limited = [&](std::size_t limit) {
+    UlyssesOptions o;
+    o.memory_limit_bytes = limit;
+    return o;
+  };
+  {
+    Uly uly(comm, Exec(), B, c, H, Hkv, D, limited(plan.forward_bytes() - 1));
+    Counter::reset();
+    expect_error_on_every_rank([&] { x.forward(uly); },
+                               {"not enough memory", "forward", "largest sequence that fits", "per rank"});
+    EXPECT_EQ(Counter::labelled().bytes, Entry::buffer_bytes(P)) << "a buffer was allocated";
+  }
+  if (plan.backward_bytes() > plan.forward_bytes()) {
+    Uly uly(comm, Exec(), B, c, H, Hkv, D, limited(plan.forward_bytes()));
+    x.forward(uly);
+    expect_error_on_every_rank([&] { x.backward(uly); }, {"not enough memory", "backward"});
+  }
+  {
+    Uly uly(comm, Exec(), B, c, H, Hkv, D, limited(world_rank() == P - 1 ? plan.forward_bytes() - 1 : 0));
+    expect_error_on_every_rank([&] { x.forward(uly); }, {"not enough memory", "forward"});
+  }
+  ::setenv("DISTATTN_MEMORY_LIMIT", std::to_string(plan.forward_bytes() / 2).c_str(), 1);
+  {
+    Uly uly(comm, Exec(), B, c, H, Hkv, D);
+    expect_error_on_every_rank([&] { x.forward(uly); }, {"not enough memory", "DISTATTN_MEMORY_LIMIT"});
+  }
+  ::unsetenv("DISTATTN_MEMORY_LIMIT");
+  Uly uly(comm, Exec(), B, c, H, Hkv, D, limited(plan.peak_bytes()));
+  x.forward(uly);
+  x.backward(uly);
+}
+
+HybridOptions hybrid_options(HybridInner inner, std::size_t limit = 0) {
+  HybridOptions o;
+  o.inner              = inner;
+  o.memory_limit_bytes = limit;
+  return o;
+}
+
+using HybridMemoryTest = Counting<::testing::TestWithParam<HybridInner>>;
+
+TEST_P(HybridMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
+  const int P = world_size(), B = 2, c = 4, H = 2 * P, Hkv = P, D = 16;
+  auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  Tensors x(B, c, H, Hkv, D);
+  Hybrid hy(world, Exec(), B, c, H, Hkv, D, hybrid_options(GetParam()));
+  const MemoryPlan mine = hy.head_exchange_plan(), inner = hy.inner_plan(), all = hy.memory_plan();
+  EXPECT_EQ(all.forward_bytes(), mine.forward_bytes() + inner.forward_bytes());
+  // The world's entry agreement and the inner executor's over its head group.
+  const std::size_t entries = Entry::buffer_bytes(P) + Entry::buffer_bytes(hy.sequence_degree());
+  const std::string ctx = std::string(to_string(GetParam())) + ", U=" + std::to_string(hy.ulysses_degree()) +
+                          ", rank " + std::to_string(world_rank());
+
+  Counter::reset();
+  x.forward(hy);
+  EXPECT_EQ(Counter::labelled().bytes, all.forward_bytes() + entries) << "forward, " << ctx;
+
+  Counter::reset();
+  x.backward(hy);
+  EXPECT_EQ(Counter::labelled().live, mine.peak_bytes() + inner.peak_bytes() + entries) << "backward, " << ctx;
+
+  Counter::reset();
+  for (int i = 0; i < 2; ++i) {
+    x.forward(hy);
+    x.backward(hy);
+  }
+  EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes, "
+                                            << ctx;
+}
+
+TEST_P(HybridMemoryTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
+  if (GetParam() != HybridInner::Grid2DO) GTEST_SKIP() << "one inner executor without head chunking suffices";
+  const int P = world_size(), B = 1, c = 4, H = 2 * P, Hkv = P, D = 16;
+  auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  world.set_timeout(20.0);
+  world.set_timeout_policy(TimeoutPolicy::Throw);
+  Tensors x(B, c, H, Hkv, D);
+  std::size_t need = 0, peak = 0;
+  {
+    Hybrid hy(world, Exec(), B, c, H, Hkv, D, hybrid_options(GetParam()));
+    need = hy.head_exchange_plan().peak_bytes() + hy.inner_plan().forward_bytes();
+    peak = hy.head_exchange_plan().peak_bytes() + hy.inner_plan().peak_bytes();
+  }
+  {
+    Hybrid hy(world, Exec(), B, c, H, Hkv, D, hybrid_options(GetParam(), need - 1));
+    Counter::reset();
+    expect_error_on_every_rank([&] { x.forward(hy); },
+                               {"not enough memory", "forward", "largest sequence that fits", "per rank"});
+    EXPECT_EQ(Counter::labelled().bytes, Entry::buffer_bytes(P)) << "a buffer was allocated";
+  }
+  {
+    // One rank short of memory: every rank of every head group fails, none waits.
+    Hybrid hy(world, Exec(), B, c, H, Hkv, D, hybrid_options(GetParam(), world_rank() == P - 1 ? need - 1 : 0));
+    expect_error_on_every_rank([&] { x.forward(hy); }, {"not enough memory", "forward"});
+  }
+  ::setenv("DISTATTN_MEMORY_LIMIT", std::to_string(need / 2).c_str(), 1);
+  {
+    Hybrid hy(world, Exec(), B, c, H, Hkv, D, hybrid_options(GetParam()));
+    expect_error_on_every_rank([&] { x.forward(hy); }, {"not enough memory", "DISTATTN_MEMORY_LIMIT"});
+  }
+  ::unsetenv("DISTATTN_MEMORY_LIMIT");
+  Hybrid hy(world, Exec(), B, c, H, Hkv, D, hybrid_options(GetParam(), peak));
+  x.forward(hy);
+  x.backward(hy);
+}
+
+INSTANTIATE_TEST_SUITE_P(Inner, HybridMemoryTest,
+                         ::testing::Values(HybridInner::Zigzag, HybridInner::Balanced, HybridInner::Grid2DNO,
+                                           HybridInner::Grid2DO),
+                         [](const auto& info) {
+                           std::string n = to_string(info.param);
+                           for (auto& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace DistAttn::Test
