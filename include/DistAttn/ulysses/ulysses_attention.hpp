@@ -76,11 +76,15 @@ class UlyssesAttention {
       check_inputs(where, q, k, v);
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
     });
-    begin_pass();
+    begin_pass(where);
+    // Steps: sequence -> heads all-to-all, the local attention, heads -> sequence.
+    rec_.step();
     x_.inputs_to_heads(q, k, v);
     saved_.remember(q, k, v);
     // The head side holds the whole sequence in position order.
+    rec_.step();
     rec_.timed([&] { attention_fwd(compute_, x_.q(), x_.k(), x_.v(), x_.o(), x_.lse(), tile_options()); });
+    rec_.step();
     x_.output_from_heads(o, lse);
     end_pass();
   }
@@ -96,7 +100,8 @@ class UlyssesAttention {
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
     });
     const bool reuse = saved_.same(q, k, v);
-    begin_pass();
+    begin_pass(where);
+    rec_.step();
     if (!reuse) x_.inputs_to_heads(q, k, v);
     saved_.remember(q, k, v);
     // Delta from the sequence side's O, so O never travels.
@@ -104,10 +109,12 @@ class UlyssesAttention {
     attention_bwd_delta(compute_, o, dout, delta_);
     x_.dout_to_heads(dout, lse, delta_);
     x_.clear_grads();
+    rec_.step();
     rec_.timed([&] {
       attention_bwd_update(compute_, x_.q(), x_.k(), x_.v(), x_.dout(), x_.lse(), x_.delta(), x_.dq(), x_.dk(),
                            x_.dv(), tile_options());
     });
+    rec_.step();
     x_.grads_from_heads(dq, dk, dv);
     end_pass();
   }
@@ -134,9 +141,9 @@ class UlyssesAttention {
   void ensure_delta() {
     if (delta_.size() == 0) delta_ = RowStats<Acc, Mem>("DistAttn::ulysses.delta", B_, H_, c_);
   }
-  void begin_pass() {
+  void begin_pass(const char* pass) {
     comm_.depend_on(compute_);
-    rec_.begin(UlyssesStats{});
+    rec_.begin(UlyssesStats{}, pass);
   }
   void end_pass() { rec_.end("DistAttn::UlyssesAttention: pass done"); }
 
