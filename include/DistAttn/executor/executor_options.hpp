@@ -46,8 +46,8 @@ struct ExecutorOptions {
 
 /// One schedule step of a pass on this rank (PassStats::timeline): when it began
 /// (host clock, seconds since the pass began), the time its tiles ran on the
-/// compute instance, the time the host blocked in its waits, and the bytes this
-/// rank received in it.
+/// compute instance, the time the host blocked in its waits, and the bytes of the
+/// receives this rank posted in it.
 struct StepTime {
   double start_s = 0, compute_s = 0, wait_s = 0;
   std::uint64_t bytes_received = 0;
