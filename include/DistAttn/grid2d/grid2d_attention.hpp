@@ -370,7 +370,7 @@ class Grid2DAttention {
   }
   void end_pass() {
     rec_.end("DistAttn::Grid2DAttention: pass done");
-    Grid2DStats& st = rec_.stats();
+    Grid2DStats& st = rec_.fields();
     for (int i = 0; i < kNumGrid2DComms; ++i) {
       const auto& t = comm_by_index(i).counters();
       st.comm_bytes_sent[std::size_t(i)]     = t.bytes_sent() - comm0_sent_[std::size_t(i)];

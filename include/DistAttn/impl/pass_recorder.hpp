@@ -45,6 +45,8 @@ class PassRecorder {
     settle();
     return stats_;
   }
+  /// The stats for the executor to fill in, without waiting for the tile clocks.
+  Stats& fields() { return stats_; }
   /// True when transfers are skipped (ExecutorOptions::compute_only).
   bool skip_transfers() const { return skip_; }
 
