@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build DistAttn on the CPU
 # (Kokkos 3.4.01 + Kokkos Kernels from Debian, OpenBLAS, Open MPI, GoogleTest,
-# CLI11, CMake), then configures and builds into ${BUILD_DIR:-build}. Sourced by
-# main.sh/test.sh. OpenBLAS replaces Debian's reference BLAS (through the
-# libblas.so.3 alternative) under Kokkos Kernels, which the CPU tiles call for
-# their products: 7-45x faster than the reference BLAS at tile sizes.
+# CLI11, nlohmann-json, CMake; matplotlib for the plot test), then configures and
+# builds into ${BUILD_DIR:-build}. Sourced by main.sh/test.sh. OpenBLAS replaces
+# Debian's reference BLAS (through the libblas.so.3 alternative) under Kokkos
+# Kernels, which the CPU tiles call for their products: 7-45x faster than the
+# reference BLAS at tile sizes.
 set -euo pipefail
 
 need=()
-for pkg in cmake g++ make libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev libopenmpi-dev openmpi-bin libgtest-dev libcli11-dev; do
+for pkg in cmake g++ make libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev libopenmpi-dev openmpi-bin libgtest-dev libcli11-dev nlohmann-json3-dev python3-matplotlib; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -18,6 +18,8 @@
 #include <DistAttn/testing/reference.hpp>
 
 #include "common/args.hpp"
+
+#include <nlohmann/json.hpp>
 #include "common/flops.hpp"
 #include "common/sgemm_rate.hpp"
 #include "common/timer.hpp"
@@ -25,7 +27,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 namespace DistAttn::Perf {
 namespace {
@@ -106,14 +107,13 @@ long check_bwd_full(const Tensor4<T, Mem>& q, const Tensor4<T, Mem>& k, const Te
 }
 
 template <class T>
-void run(const Config& c, std::ostream& json) {
+void run(const Config& c, nlohmann::json& json) {
   using Acc = accum_t<T>;
   Exec exec;
   AttnOptions opts;
   opts.mask         = c.causal ? Mask::causal() : Mask::none();
   opts.check_finite = false;  // timed region = kernels only
   opts.path = c.path == "portable" ? KernelPath::Portable : (c.path == "cuda" ? KernelPath::Cuda : KernelPath::Auto);
-  bool first = true;
   for (long S = c.b_min; S <= c.b_max; S = std::max(S + 1, long(double(S) * c.factor))) {
     Tensor4<T, Mem> q("q", c.batch, S, c.heads, c.dim), k("k", c.batch, S, c.kv_heads, c.dim),
         v("v", c.batch, S, c.kv_heads, c.dim), o("o", c.batch, S, c.heads, c.dim);
@@ -172,18 +172,21 @@ void run(const Config& c, std::ostream& json) {
       std::cout << line;
     }
     std::cout << std::endl;
-    json << (first ? "" : ",\n") << "  {\"seq\": " << S << ", \"batch\": " << c.batch << ", \"heads\": " << c.heads
-         << ", \"kv_heads\": " << c.kv_heads << ", \"dim\": " << c.dim << ", \"dtype\": \"" << c.dtype
-         << "\", \"causal\": " << int(c.causal) << ", \"fwd_us\": " << tf * 1e6
-         << ", \"fwd_tflops\": " << ff / tf * 1e-12 << ", \"fwd_wrong\": \"" << wf << "\"";
-    if (c.bwd) json << ", \"bwd_us\": " << tb * 1e6 << ", \"bwd_tflops\": " << fb / tb * 1e-12
-                    << ", \"bwd_wrong\": \"" << wb << "\"";
-    if (c.sgemm > 0) {
-      json << ", \"sgemm_gflops\": " << c.sgemm_gflops << ", \"fwd_x_sgemm\": " << rf;
-      if (c.bwd) json << ", \"bwd_x_sgemm\": " << rb;
+    nlohmann::json row{{"seq", S},         {"batch", c.batch},   {"heads", c.heads},
+                       {"kv_heads", c.kv_heads}, {"dim", c.dim}, {"dtype", c.dtype},
+                       {"causal", int(c.causal)}, {"fwd_us", tf * 1e6}, {"fwd_tflops", ff / tf * 1e-12},
+                       {"fwd_wrong", wf}};
+    if (c.bwd) {
+      row["bwd_us"]     = tb * 1e6;
+      row["bwd_tflops"] = fb / tb * 1e-12;
+      row["bwd_wrong"]  = wb;
     }
-    json << "}";
-    first = false;
+    if (c.sgemm > 0) {
+      row["sgemm_gflops"] = c.sgemm_gflops;
+      row["fwd_x_sgemm"]  = rf;
+      if (c.bwd) row["bwd_x_sgemm"] = rb;
+    }
+    json.push_back(row);
     if (wf != "-" && wf != "0") throw Error("forward check failed at S=" + std::to_string(S) + ": " + wf + " wrong");
     if (wb != "-" && wb != "0") throw Error("backward check failed at S=" + std::to_string(S) + ": " + wb + " wrong");
   }
@@ -242,7 +245,7 @@ int main(int argc, char** argv) {
               << "#     seq   b    h h_kv    d  dtype causal     fwd_time  fwd_TF/s  #wrong     bwd_time  bwd_TF/s  #wrong"
               << (c.sgemm > 0 ? "  fwd_x_sg bwd_x_sg\n" : "\n")
               << "#     (T)                                          (us)                          (us)\n";
-    std::ostringstream json;
+    nlohmann::json json = nlohmann::json::array();
     if (c.dtype == "float") run<float>(c, json);
     else if (c.dtype == "double") run<double>(c, json);
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -252,7 +255,7 @@ int main(int argc, char** argv) {
     else throw DistAttn::InvalidArgument("--dtype '" + c.dtype + "' has no instantiation");
     if (!c.json.empty()) {
       std::ofstream f(c.json);
-      f << "[\n" << json.str() << "\n]\n";
+      f << json.dump(2) << '\n';
     }
     if (c.sgemm > 0)
       std::cout << "# sgemm anchor after the table: " << host_sgemm_gflops(c.sgemm, 5) << " GFLOP/s\n";

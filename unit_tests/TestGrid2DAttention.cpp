@@ -378,7 +378,9 @@ TEST(Grid2DAttentionErrors, BadArgumentOnOneRankErrorsOnEveryRank) {
   world.set_timeout(20.0);
   world.set_timeout_policy(TimeoutPolicy::Throw);
   using A2D = Grid2DAttention<double, MpiSpace, Exec>;
-  A2D a2d(world, 0, 0, Exec(), 1, 2L * P, 2, 2, 8);
+  Grid2DOptions opts;
+  opts.attn.check_finite = true;  // the NaN scan is opt-in
+  A2D a2d(world, 0, 0, Exec(), 1, 2L * P, 2, 2, 8, opts);
   Tensor4<double, Mem> q("q", 1, 2, 2, 8), k("k", 1, 2, 2, 8), v("v", 1, 2, 2, 8), o("o", 1, 2, 2, 8);
   RowStats<double, Mem> lse("lse", 1, 2, 2);
   if (rank == P - 1) Kokkos::deep_copy(Kokkos::subview(q, 0, 1, 1, 3), std::nan(""));

@@ -145,6 +145,26 @@ TEST(RingAttentionOptions, OffersNoMaskToIgnore) {
   EXPECT_FALSE(names_a_mask<decltype(Grid2DOptions{}.attn)>::value);
 }
 
+// By default a pass does not scan its inputs (an extra read and a host wait per
+// pass): NaN in v reaches the output instead of raising. Shapes are still checked.
+TEST(RingAttentionOptions, NaNScanIsOptIn) {
+  const auto p = make_problem(1, 6, 2, 1, 8);
+  auto comm    = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  RingOptions opts;
+  EXPECT_FALSE(opts.attn.check_finite);
+  RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
+  auto q = to_device<T>(chunk_of(p.q, p.rank, p.c), "q");
+  auto k = to_device<T>(chunk_of(p.k, p.rank, p.c), "k");
+  auto v = to_device<T>(chunk_of(p.v, p.rank, p.c), "v");
+  Tensor4<T, Mem> o("o", p.B, p.c, p.H, p.D);
+  RowStats<Acc, Mem> lse("lse", p.B, p.H, p.c);
+  Kokkos::deep_copy(Kokkos::subview(v, 0, 0, 0, 0), std::nan(""));  // every local row sees its key 0
+  EXPECT_NO_THROW(ring.forward(q, k, v, o, lse));
+  EXPECT_TRUE(std::isnan(to_host(o)(0, 0, 0, 0)));
+  Tensor4<T, Mem> qshort("qshort", p.B, p.c - 1, p.H, p.D);
+  expect_error_on_every_rank([&] { ring.forward(qshort, k, v, o, lse); }, {"'q'"});
+}
+
 // One rank's bad argument (NaN in q, a wrong extent) raises on every rank, naming
 // the rank and the argument, before any message is posted; ranks built with
 // different extents are reported the same way. The communicator stays usable.
@@ -155,7 +175,8 @@ TEST_P(RingAttentionTest, BadArgumentOnOneRankErrorsOnEveryRank) {
   comm.set_timeout(20.0);
   comm.set_timeout_policy(TimeoutPolicy::Throw);
   RingOptions opts;
-  opts.kind = GetParam();
+  opts.kind             = GetParam();
+  opts.attn.check_finite = true;  // the NaN scan is opt-in
   RingAttention<T, MpiSpace, Exec> ring(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
   const int bad = p.P - 1;
   auto q = to_device<T>(chunk_of(p.q, p.rank, p.c, GetParam()), "q");

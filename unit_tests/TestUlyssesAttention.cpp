@@ -126,7 +126,9 @@ TEST(UlyssesAttention, BadArgumentOnOneRankErrorsOnEveryRank) {
   auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
   comm.set_timeout(20.0);
   comm.set_timeout_policy(TimeoutPolicy::Throw);
-  Uly u(comm, Exec(), 1, 4, 2 * P, P, 8);
+  UlyssesOptions opts;
+  opts.attn.check_finite = true;  // the NaN scan is opt-in
+  Uly u(comm, Exec(), 1, 4, 2 * P, P, 8, opts);
   Tensor4<T, Mem> q("q", 1, 4, 2 * P, 8), k("k", 1, 4, P, 8), v("v", 1, 4, P, 8), o("o", 1, 4, 2 * P, 8);
   RowStats<Acc, Mem> lse("lse", 1, 2 * P, 4);
   if (world_rank() == P - 1) Kokkos::deep_copy(Kokkos::subview(v, 0, 3, 0, 1), std::nan(""));

@@ -7,6 +7,7 @@
 #include "driver_options.hpp"
 
 #include <DistAttn/DistAttn.hpp>
+#include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 #include <DistAttn/testing/reference.hpp>
 
@@ -106,6 +107,22 @@ double check_tolerance() {
 template <class F>
 int with_communicator(const Options& o, MPI_Comm mpi, F&& f) {
   return Perf::with_communicator<Exec>(o.comm, mpi, std::forward<F>(f));
+}
+
+/// Ranks of `comm`.
+inline int comm_size(MPI_Comm comm) {
+  int P = 1;
+  MPI_Comm_size(comm, &P);
+  return P;
+}
+
+/// What every executor the driver builds takes from the command line: the
+/// testing delay, the opt-in NaN/Inf scan, and a fence at the end of every pass
+/// (the driver times passes by the executors' total_s).
+inline void set_executor_options(const Options& o, ExecutorOptions& x) {
+  x.recv_delay_ms     = o.delay_ms;
+  x.attn.check_finite = o.check_finite;
+  x.fence_each_pass   = true;
 }
 
 /// Max over ranks of a double.

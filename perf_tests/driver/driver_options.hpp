@@ -25,6 +25,9 @@ struct Options {
   std::string tiles;      // --schedule auto: the cost model's tile table (perf_tests/data/, cost_calibrate)
   int auto_show   = 8;    // --schedule auto: how many ranked choices to print
   bool decompose = false;  // also time the schedule with transfers disabled (exposed communication)
+  bool check_finite = false;  // executors scan their inputs for NaN/Inf on every pass
+  std::string json;           // write the results to this file (rank 0)
+  double progress_s = 10.0;   // seconds between progress lines on stderr (0: none)
 };
 
 /// "RxC" with R, C >= 1.
@@ -77,6 +80,15 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
   app.add_option("--delay-ms", o.delay_ms, "sleep before every receive completes (testing aid)")
       ->check(CLI::Range(0.0, 1e6));
   app.add_flag("--print-schedule", o.print_schedule, "draw the schedule table on rank 0");
+  app.add_flag("--check-finite", o.check_finite,
+               "executors scan q, k, v (and dO) for NaN/Inf on every pass (costs a read and a host wait)");
+  app.add_option("--json", o.json,
+                 "write configuration, per-rank compute, wait, bytes and step timeline, medians and the verdict "
+                 "to this file (perf_tests/scripts/plot_results.py plots it)");
+  app.add_option("--progress", o.progress_s, "seconds between progress lines on stderr from rank 0 (0: none)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+  app.add_flag("--no-progress{0}", o.progress_s, "no progress lines (same as --progress 0)");
   app.add_flag("--decompose", o.decompose,
                "also time the schedule with communication disabled and report exposed communication = time - "
                "compute-only time");

@@ -37,6 +37,7 @@ inline int run(const Options& o, MPI_Comm comm) {
                           " MPI ranks (start it with mpiexec -n " + std::to_string(o.ranks) + ")");
   if (o.schedule == "auto") return run(choose_schedule(o, comm), comm);
   if (rank == 0) print_configuration(std::cout);
+  warn_if_check_is_slow(o, rank);
   if (o.dtype == "float") return run_typed<float>(o, comm);
   if (o.dtype == "double") return run_typed<double>(o, comm);
 #if defined(KOKKOS_ENABLE_CUDA)

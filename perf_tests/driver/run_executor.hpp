@@ -7,6 +7,8 @@
 // handed in as an ExecutorRun.
 
 #include "driver_common.hpp"
+#include "progress.hpp"
+#include "report.hpp"
 
 #include "common/timer.hpp"
 
@@ -25,7 +27,7 @@ namespace DistAttn::Driver {
 
 template <class T>
 int check_against_reference(const Options& o, const Testing::HostTensor& O, const Testing::HostTensor* dq,
-                            const Testing::HostTensor* dk, const Testing::HostTensor* dv) {
+                            const Testing::HostTensor* dk, const Testing::HostTensor* dv, Json* record = nullptr) {
   const long N = o.seq;
   auto q = global_host<T>(kSeedQ, o.batch, N, o.heads, o.dim);
   auto k = global_host<T>(kSeedK, o.batch, N, o.kv_heads, o.dim);
@@ -40,6 +42,7 @@ int check_against_reference(const Options& o, const Testing::HostTensor& O, cons
   auto report      = [&](const char* name, double err) {
     std::printf("# check %-3s rel_error %.3e (tolerance %.1e) %s\n", name, err, tol, err <= tol ? "OK" : "FAILED");
     bad += err <= tol ? 0 : 1;
+    if (record) (*record)[name] = {{"rel_error", err}, {"tolerance", tol}, {"ok", err <= tol}};
   };
   report("O", Testing::rel_error(O, ro));
   if (dq) {
@@ -102,6 +105,8 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   int rank = 0;
   MPI_Comm_rank(mpi, &rank);
   const long N = o.seq, n = run.local_rows;
+  // Before the allocation hook: Kokkos reports a tool as loaded once any callback is set.
+  Progress progress(o.progress_s, rank == 0);
   // Peak memory per rank: every Kokkos allocation from here through the first
   // forward and backward (inputs, outputs, the executor's workspace), through the
   // allocation hook.
@@ -126,8 +131,9 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
 
   // Times forward (and backward) passes of `e`; max over ranks, per iteration.
   auto time_passes = [&](E& e, const auto& o_, const auto& lse_, const auto& dq_, const auto& dk_, const auto& dv_,
-                         std::vector<double>& tf, std::vector<double>& tb, Stats& sf, Stats& sb) {
+                         std::vector<double>& tf, std::vector<double>& tb, Stats& sf, Stats& sb, const char* what) {
     for (int it = 0; it < o.warmup + o.iters; ++it) {
+      progress.at(what, it, o.warmup + o.iters);
       MPI_Barrier(mpi);
       e.forward(q, k, v, o_, lse_);
       sf = e.stats();
@@ -148,7 +154,7 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   };
   std::vector<double> tf, tb;
   Stats sf{}, sb{};
-  time_passes(*ex, out, lse, dq, dk, dv, tf, tb, sf, sb);
+  time_passes(*ex, out, lse, dq, dk, dv, tf, tb, sf, sb, "timed passes (warm-up first)");
   int after_failed = 0, rc = run.after ? run.after(sf, sb) : 0;
   MPI_Allreduce(&rc, &after_failed, 1, MPI_INT, MPI_SUM, mpi);
   rc = after_failed;
@@ -159,6 +165,7 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   std::vector<double> row;
   Impl::append_pass_columns(&names, &row, "fwd", sf);
   Impl::append_pass_columns(&names, &row, "bwd", sb);
+  const std::size_t first_extra = names.size();
   for (const auto& x : run.extra_names) names.push_back(x);
   if (run.extra_values)
     for (double x : run.extra_values(sf, sb)) row.push_back(x);
@@ -172,6 +179,15 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   row.push_back(double(DistAttn::Impl::AllocationCounter::all().peak) / double(1ull << 30));
   row.push_back(double(DistAttn::Impl::AllocationCounter::labelled().peak) / double(1ull << 30));
   const auto table = gather_table(row, mpi);
+  RunResult result;
+  result.forward_s  = tf;
+  result.backward_s = tb;
+  if (!o.json.empty()) {
+    Json mine{{"rank", rank}, {"forward", pass_json(sf)}};
+    if (o.backward) mine["backward"] = pass_json(sb);
+    for (std::size_t i = first_extra; i < names.size(); ++i) mine[names[i]] = row[i];
+    result.doc["ranks"] = gather_json(mine, mpi);
+  }
   if (rank == 0) {
     run.describe();
     std::vector<double> mx(row.size(), 0.0);
@@ -208,9 +224,13 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
     RowStats<Acc, Mem> lse2("lse2", o.batch, o.heads, n);
     std::vector<double> cf, cb;
     Stats af{}, ab{};
-    time_passes(*alone, o2, lse2, dq2, dk2, dv2, cf, cb, af, ab);
+    time_passes(*alone, o2, lse2, dq2, dk2, dv2, cf, cb, af, ab, "compute-only passes (--decompose)");
     if (rank == 0) {
       const double f = Perf::median(tf), fc = Perf::median(cf), b = Perf::median(tb), bc = Perf::median(cb);
+      result.doc["decomposition"] = {{"forward_s", f},
+                                     {"forward_compute_only_s", fc},
+                                     {"backward_s", o.backward ? b : 0.0},
+                                     {"backward_compute_only_s", o.backward ? bc : 0.0}};
       std::printf("# decomposition (median, max over ranks):   time(s)  compute_only(s)  exposed_comm(s)  exposed(%%)\n");
       std::printf("#   forward                              %9.6f        %9.6f        %9.6f     %6.2f\n", f, fc,
                   f - fc, 100.0 * (f - fc) / f);
@@ -225,10 +245,13 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
     auto gq = gather_rows(to_host_f64(dq), N, run.position, mpi);
     auto gk = gather_rows(to_host_f64(dk), N, run.position, mpi);
     auto gv = gather_rows(to_host_f64(dv), N, run.position, mpi);
-    if (rank == 0) rc += check_against_reference<T>(o, go, o.backward ? &gq : nullptr, &gk, &gv);
+    Json* record = rank == 0 ? &(result.doc["check"] = Json::object()) : nullptr;
+    if (rank == 0) rc += check_against_reference<T>(o, go, o.backward ? &gq : nullptr, &gk, &gv, record);
     MPI_Bcast(&rc, 1, MPI_INT, 0, mpi);
   }
-  return rc;
+  if (run.after && rank == 0) result.doc["model_check"] = {{"what", run.after_label}, {"mismatches", after_failed}};
+  result.failures = rc;
+  return rc + finish(o, comm_size(mpi), result, mpi);
 }
 
 }  // namespace DistAttn::Driver

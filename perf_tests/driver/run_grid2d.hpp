@@ -48,7 +48,7 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
   Grid2DOptions go;
   go.variant       = o.schedule == "grid2d-no" ? Grid2DVariant::NO : Grid2DVariant::O;
   go.causal        = o.causal;
-  go.recv_delay_ms = o.delay_ms;
+  set_executor_options(o, go);
   A2D* timed_a2d   = nullptr;  // the instance whose bytes are checked against the model
 
   ExecutorRun<A2D> run;

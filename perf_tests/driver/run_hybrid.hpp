@@ -26,7 +26,7 @@ int run_hybrid_with(const Options& o, Communicator<CommSpace, Exec>& comm, const
   const long N = o.seq;
   HybridOptions ho;
   ho.causal         = o.causal;
-  ho.recv_delay_ms  = o.delay_ms;
+  set_executor_options(o, ho);
   ho.inner          = parse_inner(o.inner);
   ho.ulysses_degree = o.ulysses;
   const GridShape g = parse_grid(o.grid);

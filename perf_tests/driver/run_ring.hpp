@@ -19,6 +19,7 @@ int run_local(const Options& o, MPI_Comm comm) {
   int rank  = 0;
   MPI_Comm_rank(comm, &rank);
   int rc = 0;
+  RunResult result;
   if (rank == 0) {
     Exec exec;
     const long N = o.seq;
@@ -53,13 +54,18 @@ int run_local(const Options& o, MPI_Comm comm) {
     std::printf("# schedule local  seq %ld  b %d h %d h_kv %d d %d  dtype %s causal %d\n", N, o.batch, o.heads,
                 o.kv_heads, o.dim, o.dtype.c_str(), int(o.causal));
     std::printf("#   fwd_time(s)   bwd_time(s)\n    %10.6f    %10.6f\n", Perf::median(tf), Perf::median(tb));
+    result.forward_s  = tf;
+    result.backward_s = tb;
+    result.doc["ranks"] = Json::array();  // one device, no executor passes
     if (o.check) {
       auto ho = to_host_f64(out), hq = to_host_f64(dq), hk = to_host_f64(dk), hv = to_host_f64(dv);
-      rc = check_against_reference<T>(o, ho, o.backward ? &hq : nullptr, &hk, &hv);
+      rc = check_against_reference<T>(o, ho, o.backward ? &hq : nullptr, &hk, &hv,
+                                      &(result.doc["check"] = Json::object()));
     }
   }
   MPI_Bcast(&rc, 1, MPI_INT, 0, comm);
-  return rc;
+  result.failures = rc;
+  return rc + finish(o, 1, result, comm);
 }
 
 template <class T, class CommSpace>
@@ -80,7 +86,7 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   RingOptions ro;
   ro.kind          = o.schedule == "ring" ? RingKind::Vanilla : (zz ? RingKind::Zigzag : RingKind::Balanced);
   ro.causal        = o.causal;
-  ro.recv_delay_ms = o.delay_ms;
+  set_executor_options(o, ro);
   ro.head_group    = o.head_group;
   const RingLayout layout(P, c, ro.kind);
   if (o.print_schedule && rank == 0) std::cout << to_string(RingSchedule(P, ro.kind), Pass::Forward) << '\n';

@@ -22,7 +22,7 @@ int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, cons
                                         << " ranks: padded keys would enter every row of full attention");
   UlyssesOptions uo;
   uo.causal        = o.causal;
-  uo.recv_delay_ms = o.delay_ms;
+  set_executor_options(o, uo);
   const RingLayout layout(P, c, RingKind::Vanilla);
 
   ExecutorRun<Uly> run;

@@ -4,6 +4,9 @@
 // DistAttn may test KOKKOS_VERSION: add a shim here instead.
 
 #include <Kokkos_Core.hpp>
+#if KOKKOS_VERSION >= 40100
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+#endif
 
 #include <cmath>
 #include <cstddef>
@@ -156,6 +159,20 @@ inline void set_allocation_callbacks(AllocationCallback on_alloc, AllocationCall
   Kokkos::Tools::Experimental::set_allocate_data_callback(on_alloc);
   Kokkos::Tools::Experimental::set_deallocate_data_callback(on_free);
 }
+
+/// A Kokkos Tools region (pushRegion/popRegion) for the lifetime of the object:
+/// Kokkos::Profiling::ScopedRegion from 4.1 on; before, the same two calls.
+#if KOKKOS_VERSION >= 40100
+using ScopedRegion = Kokkos::Profiling::ScopedRegion;
+#else
+class ScopedRegion {
+ public:
+  explicit ScopedRegion(const std::string& name) { Kokkos::Profiling::pushRegion(name); }
+  ~ScopedRegion() { Kokkos::Profiling::popRegion(); }
+  ScopedRegion(const ScopedRegion&) = delete;
+  ScopedRegion& operator=(const ScopedRegion&) = delete;
+};
+#endif
 
 }  // namespace compat
 }  // namespace DistAttn

@@ -72,6 +72,14 @@ struct AttnOptions {
 /// tile's mask from global token positions (their options' `causal` switch), so a
 /// mask set here could only be ignored. Naming `mask` on it does not compile.
 struct TileOptions : AttnOptions {
+  /// Defaults with check_finite off: what the distributed executors start from,
+  /// since a scan reads Q, K, V (and dO) once more and waits for its count on
+  /// every pass (cost in docs/PERFORMANCE.md).
+  static TileOptions unchecked() {
+    TileOptions t;
+    t.check_finite = false;
+    return t;
+  }
   /// These options with a mask chosen by the executor.
   AttnOptions with_mask(const Mask& m) const {
     AttnOptions a = *this;

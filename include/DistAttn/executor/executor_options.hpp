@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace DistAttn {
 
@@ -16,7 +17,16 @@ struct ExecutorOptions {
   /// Causal (global token positions) or full attention.
   bool causal = true;
   /// scale, kernel path and check_finite; the executor sets every tile's mask.
-  TileOptions attn{};
+  /// check_finite is off here: set attn.check_finite to scan q, k, v (and dO)
+  /// for NaN/Inf at the entry of every pass (an extra read and a host wait).
+  TileOptions attn = TileOptions::unchecked();
+  /// Wait for the compute instance at the end of every forward()/backward(), so
+  /// that stats().total_s is the pass's wall time (the driver and perf tests set
+  /// it). Off: a pass returns once its work is queued (on GPUs the tiles may still
+  /// run), and reading stats() waits only for the clocks of its tiles. Either way
+  /// the outputs are ready in the compute instance's order (as the inputs must be):
+  /// work queued on it afterwards sees them; other instances must fence it first.
+  bool fence_each_pass = false;
   /// Testing aid: sleep this long before every wait on requests that receive
   /// data, so results must not depend on message timing.
   double recv_delay_ms = 0.0;
@@ -34,6 +44,15 @@ struct ExecutorOptions {
   int head_group = 0;
 };
 
+/// One schedule step of a pass on this rank (PassStats::timeline): when it began
+/// (host clock, seconds since the pass began), the time its tiles ran on the
+/// compute instance, the time the host blocked in its waits, and the bytes of the
+/// receives this rank posted in it.
+struct StepTime {
+  double start_s = 0, compute_s = 0, wait_s = 0;
+  std::uint64_t bytes_received = 0;
+};
+
 /// @brief What one forward() or backward() did on this rank.
 /// @tparam Kind what bytes are counted by (payload kind, communication phase)
 template <class Kind, std::size_t NumKinds>
@@ -43,6 +62,8 @@ struct PassStats {
   int transfers = 0;  ///< posted groups of messages or collectives
   double total_s = 0, compute_s = 0, wait_s = 0;
   std::array<std::uint64_t, NumKinds> bytes_sent{}, bytes_received{};
+  /// The pass's schedule steps in order (a nested executor's are not included).
+  std::vector<StepTime> timeline;
 
   using kind_type                         = Kind;
   static constexpr std::size_t num_kinds = NumKinds;

@@ -163,7 +163,7 @@ class Grid2DAttention {
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
-    begin_pass(false);
+    begin_pass(where, false);
     permute_kv(kc, vc);
     if (opts_.variant == Grid2DVariant::NO)
       forward_no(qc, o, lse);
@@ -191,7 +191,7 @@ class Grid2DAttention {
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
-    begin_pass(true);
+    begin_pass(where, true);
     const bool reuse = saved_valid_ && saved_k_ == static_cast<const void*>(k.data()) &&
                        saved_v_ == static_cast<const void*>(v.data());
     if (!reuse) permute_kv(kc, vc);
@@ -392,13 +392,13 @@ class Grid2DAttention {
     rec_.timed(std::forward<F>(f));
   }
 
-  void begin_pass(bool backward) {
+  void begin_pass(const char* pass, bool backward) {
     // Inputs were produced on the caller's (compute) instance; our sends read them.
     grid_->world().depend_on(compute_);
     Grid2DStats fresh;
     fresh.variant  = opts_.variant;
     fresh.backward = backward;
-    rec_.begin(fresh);
+    rec_.begin(fresh, pass);
     for (int i = 0; i < kNumGrid2DComms; ++i) {
       const auto& t = comm_by_index(i).counters();
       comm0_sent_[std::size_t(i)] = t.bytes_sent();
@@ -407,7 +407,7 @@ class Grid2DAttention {
   }
   void end_pass() {
     rec_.end("DistAttn::Grid2DAttention: pass done");
-    Grid2DStats& st = rec_.stats();
+    Grid2DStats& st = rec_.fields();
     for (int i = 0; i < kNumGrid2DComms; ++i) {
       const auto& t = comm_by_index(i).counters();
       st.comm_bytes_sent[std::size_t(i)]     = t.bytes_sent() - comm0_sent_[std::size_t(i)];
@@ -468,6 +468,7 @@ class Grid2DAttention {
 
   template <class OV, class LV>
   void forward_no(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
+    rec_.step();  // the gathers and the one tile
     std::vector<Req> reqs;
     if (C_ > 1) post_all_gather(reqs, Grid2DPhase::RowGather, qc, buf_.qraw);
     if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
@@ -494,6 +495,7 @@ class Grid2DAttention {
     auto& Rv = buf_.shard[1];
     Impl::get_state_block(compute_, buf_.stg, (c_ + 1) % C_, C_, S.st);
     for (int i = 2; i <= C_; ++i) {
+      rec_.step();
       post_sendrecv(reqs, Grid2DPhase::RowReduceScatter, S.flat, left(), Rv.flat, right(), kTagPartial);
       wait_on(reqs);
       Impl::get_state_block(compute_, buf_.stg, (c_ + i) % C_, C_, S.st);
@@ -514,6 +516,7 @@ class Grid2DAttention {
     // Alg. 5: column ring. Block i (1-based) is K_t of grid row (r + i - 1) mod R;
     // block 1 is our own K_t, block i >= 2 arrives in slot i % 2.
     for (int i = 1; i <= R_; ++i) {
+      rec_.step();
       const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
       if (i > 1) wait_on(hk);
       if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
@@ -530,6 +533,7 @@ class Grid2DAttention {
       // the whole Kg (one call: the step-like mask is position-based), adds the
       // partial of the same block received from the right and passes it left.
       for (int i = 1; i <= C_ - 1; ++i) {
+        rec_.step();
         const int qcol   = (c_ + i) % C_;
         const TView& qn  = buf_.qslot[(i - 1) % 2];
         if (i > 1) wait_on(hq);
@@ -559,6 +563,7 @@ class Grid2DAttention {
   // ---- backward NO (Alg. 3 corrected; attention2d.md decision 7) -------------------
 
   void backward_no() {
+    rec_.step();  // the gathers and the one tile
     std::vector<Req> reqs;
     if (C_ > 1) {
       post_all_gather(reqs, Grid2DPhase::RowGather, buf_.bq.flat, buf_.rawq);
@@ -618,6 +623,7 @@ class Grid2DAttention {
     // Alg. 9: column ring of K_t/V_t blocks against the own query bundle; dK/dV
     // contributions accumulate in place in the position-ordered dKg/dVg.
     for (int i = 1; i <= R_; ++i) {
+      rec_.step();
       const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
       if (i > 1) wait_on(hk);
       if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
@@ -639,6 +645,7 @@ class Grid2DAttention {
     // partials are reduce-scattered along the same ring; the last one overlaps
     // with the column reduce-scatter of dK/dV (Alg. 11).
     for (int i = 1; i <= C_ - 1; ++i) {
+      rec_.step();
       const int qcol = (c_ + i) % C_;
       const auto& bq = buf_.bslotq[(i - 1) % 2];
       const auto& bs = buf_.bslots[(i - 1) % 2];
@@ -690,6 +697,7 @@ class Grid2DAttention {
     // blocks), gets the last query block's contribution, then the partial from
     // below for the same block, and goes up.
     for (int i = 2; i <= R_; ++i) {
+      rec_.step();
       const int krow = (r_ + i - 1) % R_;
       auto& part     = buf_.dkvpart[i % 2];
       take_dkv_block(krow, part);

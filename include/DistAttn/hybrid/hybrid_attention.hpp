@@ -180,12 +180,16 @@ class HybridAttention {
       check_memory(where, false);
     });
     x_.use_workspace(false);
-    begin_pass();
+    begin_pass(where);
+    // Steps: sequence -> heads all-to-all, the inner executor's pass, heads -> sequence.
+    rec_.step();
     x_.inputs_to_heads(q, k, v);
+    rec_.step();
     with_inner([&](auto& inner) {
       inner.forward(x_.q(), x_.k(), x_.v(), x_.o(), x_.lse());
       rec_.absorb(inner.stats(), UlyssesPhase::Inner);
     });
+    rec_.step();
     x_.output_from_heads(o, lse);
     saved_.remember(q, k, v, o);
     end_pass();
@@ -204,7 +208,8 @@ class HybridAttention {
     x_.use_workspace(true);
     // Forward's head-side q, k, v, O and LSE are still valid for the same Views.
     const bool reuse = saved_.same(q, k, v, o);
-    begin_pass();
+    begin_pass(where);
+    rec_.step();
     if (!reuse) {
       x_.inputs_to_heads(q, k, v);
       x_.tensor_to_heads(o);
@@ -212,10 +217,12 @@ class HybridAttention {
       if (a2d_) a2d_->invalidate_saved_kv();
     }
     x_.dout_to_heads(dout, lse, !reuse);
+    rec_.step();
     with_inner([&](auto& inner) {
       inner.backward(x_.q(), x_.k(), x_.v(), x_.o(), x_.dout(), x_.lse(), x_.dq(), x_.dk(), x_.dv());
       rec_.absorb(inner.stats(), UlyssesPhase::Inner);
     });
+    rec_.step();
     x_.grads_from_heads(dq, dk, dv);
     saved_.remember(q, k, v, o);
     end_pass();
@@ -280,9 +287,9 @@ class HybridAttention {
     Impl::check_executor_extents(where, q, k, B_, c_, H_, Hkv_, D_);
     Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
   }
-  void begin_pass() {
+  void begin_pass(const char* pass) {
     world_.depend_on(compute_);
-    rec_.begin(UlyssesStats{});
+    rec_.begin(UlyssesStats{}, pass);
   }
   void end_pass() { rec_.end("DistAttn::HybridAttention: pass done"); }
 

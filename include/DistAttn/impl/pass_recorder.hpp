@@ -4,6 +4,14 @@
 /// time of the tiles (RegionTimer on the compute instance, read once at the end),
 /// host time blocked in waits, bytes by kind, and the testing delay before waits
 /// that receive data. One per executor; its stats are the executor's stats().
+///
+/// It also marks the pass for profilers, as Kokkos Tools regions (shown by
+/// space-time-stack, nvtx-connector and Nsight Systems; docs/design/profiling.md):
+///   pass  "DistAttn::<Executor>::forward" / "::backward"   begin() .. end()
+///   step  "DistAttn::step"                                  step() .. next step() / end_steps() / end()
+///   phase "DistAttn::compute" (timed), "DistAttn::wait" (wait_on)
+/// Phases nest in the open step, or in the pass where the executor does work
+/// outside its steps (entry staging, finalisation).
 
 #include <DistAttn/core/kokkos_compat.hpp>
 #include <DistAttn/executor/executor_options.hpp>
@@ -11,6 +19,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -20,29 +29,74 @@ template <class Exec, class Stats>
 class PassRecorder {
  public:
   PassRecorder(const Exec& compute, const ExecutorOptions& opts)
-      : compute_(compute), timer_(compute), delay_ms_(opts.recv_delay_ms), skip_(opts.compute_only) {}
+      : compute_(compute),
+        timer_(compute),
+        delay_ms_(opts.recv_delay_ms),
+        skip_(opts.compute_only),
+        fence_(opts.fence_each_pass) {}
 
-  Stats& stats() { return stats_; }
-  const Stats& stats() const { return stats_; }
+  /// The last pass's stats; reading them waits for its timed tiles when the pass
+  /// did not (ExecutorOptions::fence_each_pass off).
+  Stats& stats() {
+    settle();
+    return stats_;
+  }
+  const Stats& stats() const {
+    settle();
+    return stats_;
+  }
+  /// The stats for the executor to fill in, without waiting for the tile clocks.
+  Stats& fields() { return stats_; }
   /// True when transfers are skipped (ExecutorOptions::compute_only).
   bool skip_transfers() const { return skip_; }
 
-  /// Starts a pass: `fresh` becomes the stats (executor-specific fields set).
-  void begin(const Stats& fresh) {
+  /// Starts a pass named `pass` (its profiling region): `fresh` becomes the
+  /// stats (executor-specific fields set).
+  void begin(const Stats& fresh, const char* pass) {
+    step_region_.reset();  // left open by a pass that threw
+    pass_region_.reset();
+    pass_region_.emplace(pass);
     stats_         = fresh;
     inner_compute_ = 0;
+    pending_       = false;
+    step_regions_.clear();
     timer_.reset();
     t0_ = std::chrono::steady_clock::now();
   }
-  /// Ends a pass: waits for the compute instance, then reads the clocks.
+  /// Ends a pass. With ExecutorOptions::fence_each_pass it waits for the compute
+  /// instance, so total_s is the pass's wall time; otherwise total_s is the host
+  /// time of the call and the work may still run (GPU) when it returns.
   void end(const char* label) {
-    compat::fence(compute_, label);
-    stats_.compute_s = timer_.total() + inner_compute_;
-    stats_.total_s   = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    if (fence_) compat::fence(compute_, label);
+    pending_       = true;
+    stats_.total_s = seconds_since(t0_);
+    end_steps();
+    pass_region_.reset();
+    if (fence_) settle();
+  }
+  /// Starts the next step of the pass's schedule (ends the previous one).
+  void step() {
+    end_steps();
+    step_region_.emplace("DistAttn::step");
+    StepTime st;
+    st.start_s = seconds_since(t0_);
+    stats_.timeline.push_back(st);
+    step_open_ = {timer_.count(), stats_.wait_s, stats_.total_received(), inner_compute_};
+  }
+  /// Ends the last step: what follows (finalisation) belongs to the pass.
+  void end_steps() {
+    if (!step_region_) return;
+    step_region_.reset();
+    StepTime& st      = stats_.timeline.back();
+    st.wait_s         = stats_.wait_s - step_open_.wait_s;
+    st.bytes_received = stats_.total_received() - step_open_.bytes_received;
+    // The tiles' clocks are read with the pass's (settle): remember which are ours.
+    step_regions_.push_back({step_open_.first_region, timer_.count(), inner_compute_ - step_open_.inner_compute});
   }
   /// One building-block call, timed on the compute instance.
   template <class F>
   void timed(F&& f) {
+    compat::ScopedRegion region("DistAttn::compute");
     timer_.begin();
     f();
     timer_.end();
@@ -77,6 +131,7 @@ class PassRecorder {
   template <class Req>
   void wait_on(std::vector<Req>& reqs, bool has_receive = true) {
     if (reqs.empty()) return;
+    compat::ScopedRegion region("DistAttn::wait");
     if (has_receive && delay_ms_ > 0)
       std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(delay_ms_));
     const auto t0 = std::chrono::steady_clock::now();
@@ -86,12 +141,44 @@ class PassRecorder {
   }
 
  private:
+  /// Reads the tile clocks of a finished pass once (on GPUs this waits for them).
+  void settle() const {
+    if (!pending_) return;
+    const std::vector<double> d = timer_.durations();
+    stats_.compute_s            = inner_compute_;
+    for (double x : d) stats_.compute_s += x;
+    for (std::size_t i = 0; i < step_regions_.size(); ++i) {
+      double c = step_regions_[i].inner_compute;
+      for (std::size_t r = step_regions_[i].first; r < step_regions_[i].last && r < d.size(); ++r) c += d[r];
+      stats_.timeline[i].compute_s = c;
+    }
+    pending_ = false;
+  }
+  static double seconds_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+  struct StepOpen {
+    std::size_t first_region = 0;
+    double wait_s            = 0;
+    std::uint64_t bytes_received = 0;
+    double inner_compute     = 0;
+  };
+  struct StepRegions {
+    std::size_t first = 0, last = 0;
+    double inner_compute = 0;
+  };
+
   Exec compute_;
-  RegionTimer<Exec> timer_;
+  mutable RegionTimer<Exec> timer_;
   double delay_ms_;
   bool skip_;
-  Stats stats_{};
+  bool fence_;
+  mutable Stats stats_{};
+  mutable bool pending_ = false;
   double inner_compute_ = 0;
+  std::optional<compat::ScopedRegion> pass_region_, step_region_;
+  StepOpen step_open_{};
+  std::vector<StepRegions> step_regions_;
   std::chrono::steady_clock::time_point t0_{};
 };
 

@@ -44,27 +44,40 @@ class RegionTimer {
     }
 #endif
     compat::fence(exec_, "DistAttn::RegionTimer::end");
-    host_total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    host_durations_.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
   }
   /// Seconds spent in all regions since the last reset (waits for the last region).
   double total() {
+    double s = 0;
+    for (double d : durations()) s += d;
+    return s;
+  }
+  /// Seconds of each region since the last reset, in order (waits for the last one).
+  std::vector<double> durations() {
 #if defined(KOKKOS_ENABLE_CUDA)
     if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) {
-      double s = 0;
+      std::vector<double> d(used_);
       for (std::size_t i = 0; i < used_; ++i) {
         cudaEventSynchronize(events_[2 * i + 1]);
         float ms = 0;
         cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]);
-        s += double(ms) * 1e-3;
+        d[i] = double(ms) * 1e-3;
       }
-      return s;
+      return d;
     }
 #endif
-    return host_total_;
+    return host_durations_;
+  }
+  /// Regions begun since the last reset.
+  std::size_t count() const {
+#if defined(KOKKOS_ENABLE_CUDA)
+    if constexpr (std::is_same<Exec, Kokkos::Cuda>::value) return used_;
+#endif
+    return host_durations_.size();
   }
   void reset() {
-    used_       = 0;
-    host_total_ = 0;
+    used_ = 0;
+    host_durations_.clear();
   }
 
  private:
@@ -80,8 +93,8 @@ class RegionTimer {
   std::vector<cudaEvent_t> events_;
 #endif
   Exec exec_;
-  std::size_t used_  = 0;
-  double host_total_ = 0;
+  std::size_t used_ = 0;
+  std::vector<double> host_durations_;
   std::chrono::steady_clock::time_point t0_{};
 };
 

@@ -147,7 +147,7 @@ class RingAttention {
       agree_.propose(choose_group(where, Pass::Forward));
     });
     const int g = use_workspace(Pass::Forward, int(agree_.agreed_minimum()));
-    begin_pass();
+    begin_pass(where);
     const auto in = staged_qkv(q, k, v);
     if (g == Hkv_) {
       run_forward(in[0], in[1], in[2], o, lse);
@@ -172,7 +172,7 @@ class RingAttention {
       agree_.propose(choose_group(where, Pass::Backward));
     });
     const int g = use_workspace(Pass::Backward, int(agree_.agreed_minimum()));
-    begin_pass();
+    begin_pass(where);
     const auto in     = staged_qkv(q, k, v);
     const CView dos   = stage_do_.get(compute_, dout, "DistAttn::ring.do_staged");
     const CStats lses = stage_lse_.get_stats(compute_, lse, "DistAttn::ring.lse_staged");
@@ -258,6 +258,7 @@ class RingAttention {
       rec_.merged();
     };
 
+    rec_.step();
     if (nsteps > 1) post_inputs(1);
     if (zigzag()) {
       reset_state(compute_, buf_.own_z[0]);
@@ -270,6 +271,7 @@ class RingAttention {
       });
     }
     for (int t = 1; t < nsteps; ++t) {
+      rec_.step();
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.forward(x, t);
       const int s       = t % 2;
@@ -290,6 +292,7 @@ class RingAttention {
       merge_result(t - 1);  // the partial produced at step t-1 has had a step to travel
     }
     merge_result(nsteps - 1);
+    rec_.end_steps();
     if (zigzag()) {
       for (int a = 0; a < 2; ++a) attention_finalize(compute_, buf_.own_z[a], half(o, a), half_stats(lse, a));
     } else {
@@ -370,6 +373,7 @@ class RingAttention {
       rec_.merged();
     };
 
+    rec_.step();
     if (nsteps > 1) post_inputs(1);
     if (zigzag()) {
       zigzag_bwd(x, x, q, k, v, dout, lse, buf_.gk, buf_.gv);
@@ -380,6 +384,7 @@ class RingAttention {
       });
     }
     for (int t = 1; t < nsteps; ++t) {
+      rec_.step();
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.backward(x, t);
       const int s       = t % 2;
@@ -408,6 +413,7 @@ class RingAttention {
       add_result(t - 1);
     }
     add_result(nsteps - 1);
+    rec_.end_steps();
     Impl::convert4(compute_, buf_.gq, dq, "DistAttn::ring_bwd.dq");
     Impl::convert4(compute_, buf_.gk, dk, "DistAttn::ring_bwd.dk");
     Impl::convert4(compute_, buf_.gv, dv, "DistAttn::ring_bwd.dv");
@@ -505,12 +511,12 @@ class RingAttention {
   void timed(F&& f) {
     rec_.timed(std::forward<F>(f));
   }
-  void begin_pass() {
+  void begin_pass(const char* pass) {
     // Inputs were produced on the caller's instance; our sends read them.
     comm_.depend_on(compute_);
     RingStats fresh;
     fresh.steps = schedule_.num_steps();
-    rec_.begin(fresh);
+    rec_.begin(fresh, pass);
   }
   void end_pass() { rec_.end("DistAttn::RingAttention: pass done"); }
 

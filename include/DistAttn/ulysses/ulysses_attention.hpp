@@ -102,13 +102,17 @@ class UlyssesAttention {
       check_memory(where, false);
     });
     x_.use_workspace(false);
-    begin_pass();
+    begin_pass(where);
+    // Steps: sequence -> heads all-to-all, the local attention, heads -> sequence.
+    rec_.step();
     x_.inputs_to_heads(q, k, v);
     saved_.remember(q, k, v);
     // The head side holds the whole sequence in position order.
+    rec_.step();
     rec_.timed([&] {
       attention_fwd(compute_, x_.q(), x_.k(), x_.v(), x_.o(), x_.lse(), tile_options(), x_.state());
     });
+    rec_.step();
     x_.output_from_heads(o, lse);
     end_pass();
   }
@@ -126,17 +130,20 @@ class UlyssesAttention {
     });
     x_.use_workspace(true);
     const bool reuse = saved_.same(q, k, v);
-    begin_pass();
+    begin_pass(where);
+    rec_.step();
     if (!reuse) x_.inputs_to_heads(q, k, v);
     saved_.remember(q, k, v);
     // Delta from the sequence side's O, so O never travels.
     attention_bwd_delta(compute_, o, dout, x_.seq_delta());
     x_.dout_to_heads(dout, lse, x_.seq_delta());
     x_.clear_grads();
+    rec_.step();
     rec_.timed([&] {
       attention_bwd_update(compute_, x_.q(), x_.k(), x_.v(), x_.dout(), x_.lse(), x_.delta(), x_.dq(), x_.dk(),
                            x_.dv(), tile_options());
     });
+    rec_.step();
     x_.grads_from_heads(dq, dk, dv);
     end_pass();
   }
@@ -167,9 +174,9 @@ class UlyssesAttention {
     Impl::check_growth_fits<Mem>(where, backward ? "backward" : "forward", backward ? plan.backward : plan.forward,
                                  held_bytes(), opts_.memory_limit_bytes, c_, 1, comm_.size());
   }
-  void begin_pass() {
+  void begin_pass(const char* pass) {
     comm_.depend_on(compute_);
-    rec_.begin(UlyssesStats{});
+    rec_.begin(UlyssesStats{}, pass);
   }
   void end_pass() { rec_.end("DistAttn::UlyssesAttention: pass done"); }
 

@@ -24,6 +24,7 @@ class Distattn(CMakePackage, CudaPackage):
     depends_on("kokkos-kernels")
     depends_on("mpi", when="+mpi")
     depends_on("cli11@2.1:", type="build", when="+driver")
+    depends_on("nlohmann-json@3.2:", type="build", when="+driver")
     depends_on("googletest", type="test")
 
     # Kokkos with CUDA: DistAttn compiles with the nvcc_wrapper of that Kokkos.

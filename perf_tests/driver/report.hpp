@@ -1,0 +1,142 @@
+#pragma once
+// distattn-run's results for people and programs: the verdict line that ends
+// every run, the warning before a long fp64 check, and the --json file
+// (configuration, per-rank compute, wait, bytes and step timeline, medians, check
+// errors, verdict; perf_tests/scripts/plot_results.py turns such files into PNGs).
+
+#include "driver_options.hpp"
+
+#include "common/flops.hpp"
+#include "common/timer.hpp"
+
+#include <DistAttn/executor/executor_options.hpp>
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace DistAttn::Driver {
+
+using Json = nlohmann::json;
+
+/// The run's configuration as given (after --schedule auto has chosen).
+inline Json config_json(const Options& o, int P) {
+  return Json{{"schedule", o.schedule}, {"grid", o.grid},         {"ulysses", o.ulysses},
+              {"inner", o.inner},       {"dtype", o.dtype},       {"comm", o.comm.empty() ? "default" : o.comm},
+              {"ranks", P},             {"seq", o.seq},           {"batch", o.batch},
+              {"heads", o.heads},       {"kv_heads", o.kv_heads}, {"dim", o.dim},
+              {"causal", o.causal},     {"backward", o.backward}, {"warmup", o.warmup},
+              {"iters", o.iters},       {"check", o.check},       {"check_finite", o.check_finite},
+              {"head_group", o.head_group}, {"delay_ms", o.delay_ms},
+              {"execution_space", Kokkos::DefaultExecutionSpace::name()}};
+}
+
+/// One pass's PassStats on this rank: times, counts, bytes (by kind) and steps.
+template <class Stats>
+Json pass_json(const Stats& s) {
+  Json sent = Json::object(), recv = Json::object(), steps = Json::array();
+  for (std::size_t k = 0; k < Stats::num_kinds; ++k) {
+    const std::string kind = to_string(typename Stats::kind_type(k));
+    sent[kind]             = s.bytes_sent[k];
+    recv[kind]             = s.bytes_received[k];
+  }
+  for (const StepTime& t : s.timeline)
+    steps.push_back({{"start_s", t.start_s}, {"compute_s", t.compute_s}, {"wait_s", t.wait_s},
+                     {"bytes_received", t.bytes_received}});
+  return Json{{"total_s", s.total_s},       {"compute_s", s.compute_s},     {"wait_s", s.wait_s},
+              {"tasks", s.tasks},           {"merges", s.merges},           {"transfers", s.transfers},
+              {"bytes_sent", s.total_sent()}, {"bytes_received", s.total_received()},
+              {"bytes_sent_by_kind", sent}, {"bytes_received_by_kind", recv}, {"timeline", steps}};
+}
+
+/// Every rank's `mine`, in rank order, on rank 0 (empty elsewhere).
+inline Json gather_json(const Json& mine, MPI_Comm comm) {
+  int P = 1, rank = 0;
+  MPI_Comm_size(comm, &P);
+  MPI_Comm_rank(comm, &rank);
+  const std::string text = mine.dump();
+  int len                = int(text.size());
+  std::vector<int> lens(static_cast<std::size_t>(P)), offs(static_cast<std::size_t>(P), 0);
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
+  for (int r = 1; r < P; ++r) offs[std::size_t(r)] = offs[std::size_t(r - 1)] + lens[std::size_t(r - 1)];
+  std::string all(rank == 0 ? std::size_t(offs.back() + lens.back()) : 0, '\0');
+  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, comm);
+  Json out = Json::array();
+  if (rank == 0)
+    for (std::size_t r = 0; r < std::size_t(P); ++r)
+      out.push_back(Json::parse(all.substr(std::size_t(offs[r]), std::size_t(lens[r]))));
+  return out;
+}
+
+/// fp64 reference work of --check (forward and, with --backward, backward; the
+/// reference does every score of the square, masked or not).
+inline double reference_flops(const Options& o) {
+  const double f = Perf::attn_fwd_flops(o.batch, o.heads, double(o.seq), double(o.seq), o.dim, false);
+  return f + (o.backward ? Perf::attn_bwd_flops(o.batch, o.heads, double(o.seq), double(o.seq), o.dim, false) : 0.0);
+}
+
+/// Host rate of the fp64 reference (forward + backward FLOP by reference_flops per
+/// second) on rank 0, measured with this driver on a shared 2-core CPU machine
+/// (docs/PERFORMANCE.md, "fp64 check"); an estimate for the warning only.
+constexpr double kReferenceFlopsPerS = 0.5e9;
+
+/// Rank 0 says how long --check will take when that is more than half a minute.
+inline void warn_if_check_is_slow(const Options& o, int rank) {
+  if (!o.check || rank != 0) return;
+  const double s = reference_flops(o) / kReferenceFlopsPerS;
+  if (s > 30)
+    std::fprintf(stderr,
+                 "distattn-run: warning: --check computes the fp64 reference of the whole sequence on rank 0's "
+                 "host: about %.0f s (%.2g fp64 FLOP at ~%.0f GFLOP/s) after the timed passes\n",
+                 s, reference_flops(o), kReferenceFlopsPerS * 1e-9);
+}
+
+/// The results of one run as the verdict and the JSON file see them.
+struct RunResult {
+  std::vector<double> forward_s, backward_s;  ///< per timed iteration, max over ranks
+  int failures = 0;                           ///< check or model mismatches, summed over ranks
+  Json doc     = Json::object();              ///< rank 0: filled by the runner (ranks, check, ...)
+};
+
+/// Rank 0 prints the verdict line and writes --json; returns 1 there if the file
+/// could not be written. Call on every rank.
+inline int finish(const Options& o, int P, RunResult& r, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  if (rank != 0) return 0;
+  const double tf = r.forward_s.empty() ? 0.0 : Perf::median(r.forward_s);
+  const double tb = r.backward_s.empty() ? 0.0 : Perf::median(r.backward_s);
+  const double ff = Perf::attn_fwd_flops(o.batch, o.heads, double(o.seq), double(o.seq), o.dim, o.causal);
+  const double fb = Perf::attn_bwd_flops(o.batch, o.heads, double(o.seq), double(o.seq), o.dim, o.causal);
+  const double tflops_f = tf > 0 ? ff / tf * 1e-12 : 0.0, tflops_b = tb > 0 && o.backward ? fb / tb * 1e-12 : 0.0;
+  const char* verdict   = r.failures == 0 ? "PASS" : "FAIL";
+  const std::string checked = o.check ? "checked against fp64" : "not checked (--check)";
+  std::printf("# verdict: %s  %s P=%d N=%ld  forward %.4g s (%.4g TFLOP/s)", verdict, o.schedule.c_str(), P, o.seq,
+              tf, tflops_f);
+  if (o.backward) std::printf("  backward %.4g s (%.4g TFLOP/s)", tb, tflops_b);
+  std::printf("  %s%s\n", checked.c_str(),
+              r.failures ? ("; " + std::to_string(r.failures) + " failures").c_str() : "");
+  std::fflush(stdout);
+  if (o.json.empty()) return 0;
+  Json& d        = r.doc;
+  d["program"]   = "distattn-run";
+  d["config"]    = config_json(o, P);
+  d["median"]    = {{"forward_s", tf}, {"backward_s", o.backward ? tb : 0.0}};
+  d["iterations"] = {{"forward_s", r.forward_s}, {"backward_s", o.backward ? r.backward_s : std::vector<double>{}}};
+  d["throughput"] = {{"forward_tflops", tflops_f},
+                     {"backward_tflops", tflops_b},
+                     {"flop_convention", "docs/PERFORMANCE.md"}};
+  d["failures"]  = r.failures;
+  d["verdict"]   = verdict;
+  std::ofstream f(o.json);
+  f << d.dump(2) << '\n';
+  if (f) return 0;
+  std::fprintf(stderr, "distattn-run: --json: could not write '%s'\n", o.json.c_str());
+  return 1;
+}
+
+}  // namespace DistAttn::Driver
