@@ -463,6 +463,34 @@ TYPED_TEST(CudaKernels, ForwardStridedViews) {
   }
 }
 
+// Where TMA cannot describe a tensor (here K and V whose KV heads all alias one
+// head: head stride 0) the tuned forward declines before launching anything, and the
+// public call gives the portable result.
+TYPED_TEST(CudaKernels, ForwardDeclinesWithoutTensorMap) {
+  using T = TypeParam;
+  using Strided = Kokkos::View<T****, Kokkos::LayoutStride, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  for (int D : {64, 128}) {
+    const Shape s{1, 130, 150, 2, 2, D};
+    auto in = make_inputs<T>(s);
+    const Kokkos::LayoutStride lay(s.B, std::size_t(s.Sk) * s.Hkv * D, s.Sk, std::size_t(s.Hkv) * D, s.Hkv, 0, D, 1);
+    const Strided k0(in.kd.data(), lay), v0(in.vd.data(), lay);  // every KV head reads head 0
+    Tensor4<T, Mem> kc("kc", s.B, s.Sk, s.Hkv, D), vc("vc", s.B, s.Sk, s.Hkv, D);  // the same, materialized
+    Kokkos::deep_copy(kc, k0);
+    Kokkos::deep_copy(vc, v0);
+    const Mask mask    = Mask::causal({20, 1}, {0, 1});
+    const double scale = 1.0 / std::sqrt(double(D));
+    auto st            = make_state<Acc>(Exec(), s.B, s.Sq, s.H, D);
+    EXPECT_FALSE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), in.qd, k0, v0, st.acc, st.m, st.l, mask, scale)))
+        << "D" << D;
+    AttnOptions opts;
+    opts.mask = mask;
+    attention_fwd_update(Exec(), in.qd, k0, v0, st, opts);  // Auto: the tuned kernel declines, the portable one runs
+    auto port = make_state<Acc>(Exec(), s.B, s.Sq, s.H, D);
+    fwd_update<T>(in.qd, kc, vc, port, mask, KernelPath::Portable);
+    expect_states_agree<T>(state_to_host(st), state_to_host(port), describe<T>(s, mask, in.seed) + " head stride 0");
+  }
+}
+
 // The public API picks the tuned kernel on Cuda (Auto and Cuda give the same bits),
 // and declines head_dims it has no kernel for (not a multiple of 8, or above 128:
 // the portable kernel runs instead).

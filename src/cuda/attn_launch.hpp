@@ -13,14 +13,8 @@ namespace DistAttn::Impl::cuda {
 /// Throws std::runtime_error naming `what` unless err == cudaSuccess.
 void check_launch(cudaError_t err, const char* what);
 
-/// Whether the forward runs the warp-specialized variant (WsFwdTile entries of
-/// tile_size.hpp) instead of the shipped entries: environment variable
-/// DISTATTN_FWD_VARIANT, "ws" or "default" (unset or empty: default), read once per
-/// process. Any other value throws std::invalid_argument naming the variable.
-bool fwd_variant_ws();
-
 #define DISTATTN_CUDA_DECLARE_LAUNCHERS(D, TY)                                \
-  void run_attn_fwd_hdim##D##_##TY(const AttnFwdParams& p, cudaStream_t stream); \
+  bool run_attn_fwd_hdim##D##_##TY(const AttnFwdParams& p, cudaStream_t stream); \
   bool run_attn_bwd_hdim##D##_##TY(const AttnBwdParams& p, cudaStream_t stream);
 
 DISTATTN_CUDA_DECLARE_LAUNCHERS(64, bf16)
