@@ -7,6 +7,7 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/attention.hpp>
+#include <DistAttn/attention_bwd_prepare.hpp>
 #if DISTATTN_ENABLE_MPI
 #include <DistAttn/comm.hpp>
 #endif

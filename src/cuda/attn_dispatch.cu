@@ -118,4 +118,18 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   return bf16 ? run_attn_bwd_hdim128_bf16(p, stream) : run_attn_bwd_hdim128_fp16(p, stream);
 }
 
+bool run_attn_bwd_prep(const AttnBwdPrepParams& p, cudaStream_t stream) {
+  if (!attn_head_dim_supported(p.head_dim)) return false;
+  if (p.batch < 0 || p.seqlen_q < 0 || p.seqlen_k < 0 || p.heads < 0 || p.heads_kv < 0) return false;
+  if (!current_device_is_sm90()) return false;
+  auto rows16 = [](const auto& t, std::int64_t multiple) {
+    return aligned(t.data, 16) && t.batch_stride % multiple == 0 && t.row_stride % multiple == 0 &&
+           t.head_stride % multiple == 0;
+  };
+  // 16-byte accesses: 8 16-bit or 4 fp32 elements
+  if (!rows16(p.o, 8) || !rows16(p.dout, 8) || !rows16(p.dq, 4) || !rows16(p.dk, 4) || !rows16(p.dv, 4)) return false;
+  launch_attn_bwd_prep(p, stream);
+  return true;
+}
+
 }  // namespace DistAttn::Impl::cuda

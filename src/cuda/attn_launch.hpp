@@ -4,6 +4,7 @@
 // own attn_{fwd,bwd}_hdim{64,128}_{bf16,fp16}_sm90.cu so that the heavy kernel
 // templates compile in parallel and only once.
 
+#include <DistAttn/impl/cuda/attn_bwd_prep_params.hpp>
 #include <DistAttn/impl/cuda/attn_params.hpp>
 
 #include <cuda_runtime_api.h>
@@ -23,5 +24,8 @@ DISTATTN_CUDA_DECLARE_LAUNCHERS(128, bf16)
 DISTATTN_CUDA_DECLARE_LAUNCHERS(128, fp16)
 
 #undef DISTATTN_CUDA_DECLARE_LAUNCHERS
+
+/// The backward prologue (attn_bwd_prep.cu), after run_attn_bwd_prep's checks.
+void launch_attn_bwd_prep(const AttnBwdPrepParams& p, cudaStream_t stream);
 
 }  // namespace DistAttn::Impl::cuda
