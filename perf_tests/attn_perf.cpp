@@ -2,10 +2,12 @@
 //
 //   attn_perf -b 1024 -e 8192 -f 2 --heads 32 --kv-heads 32 --dim 128 --dtype bf16 --causal 1
 //             --dir both -w 2 -n 10 -c 1 [-J out.json] [--path auto|portable|cuda] [--sgemm 2048]
+//             [--bwd-prep fused|separate]
 //
 // time = median over -n iterations after -w warm-ups (CUDA events on GPUs) of the
-// library calls: forward = attention_fwd; backward = attention_bwd_delta, zeroing of
-// the fp32 dq/dk/dv and attention_bwd_update;
+// library calls: forward = attention_fwd; backward = attention_bwd_prepare (Delta and
+// the zeroed fp32 dq/dk/dv in one pass where a tuned kernel exists; --bwd-prep
+// separate: attention_bwd_delta and three fills instead) and attention_bwd_update;
 // TFLOP/s uses docs/PERFORMANCE.md's conventions; #wrong counts output elements
 // outside the dtype's tolerance against the fp64 reference (forward: sampled rows
 // of two heads at any size; backward: every element, only for S <= 2048, "-" beyond).
@@ -39,7 +41,7 @@ struct Config {
   double factor = 2.0;
   int batch = 1, heads = 4, kv_heads = 4, dim = 64, warmup = 2, iters = 5, sgemm = 0;
   double sgemm_gflops = 0;
-  bool causal = true, check = true, fwd = true, bwd = true;
+  bool causal = true, check = true, fwd = true, bwd = true, fused_prep = true;
   std::string dtype = "float", json, path = "auto";
 };
 
@@ -142,10 +144,14 @@ void run(const Config& c, nlohmann::json& json) {
       Tensor4<Acc, Mem> gq("gq", c.batch, S, c.heads, c.dim), gk("gk", c.batch, S, c.kv_heads, c.dim),
           gv("gv", c.batch, S, c.kv_heads, c.dim);
       auto bwd = [&] {
-        attention_bwd_delta(exec, o, dout, delta);
-        Kokkos::deep_copy(exec, gq, Acc(0));
-        Kokkos::deep_copy(exec, gk, Acc(0));
-        Kokkos::deep_copy(exec, gv, Acc(0));
+        if (c.fused_prep) {
+          attention_bwd_prepare(exec, o, dout, delta, gq, gk, gv, opts);
+        } else {
+          attention_bwd_delta(exec, o, dout, delta);
+          Kokkos::deep_copy(exec, gq, Acc(0));
+          Kokkos::deep_copy(exec, gk, Acc(0));
+          Kokkos::deep_copy(exec, gv, Acc(0));
+        }
         attention_bwd_update(exec, q, k, v, dout, lse, delta, gq, gk, gv, opts);
       };
       tb = time_it(bwd);
@@ -201,7 +207,7 @@ int main(int argc, char** argv) {
   try {
     Config c;
     int causal = 1, check = 1;
-    std::string dir = "both";
+    std::string dir = "both", bwd_prep = "fused";
     CLI::App app("Single-device attention timings against the fp64 reference.", "attn_perf");
     add_length(app, "-b,--min-seq", c.b_min, "first sequence length");
     add_length(app, "-e,--max-seq", c.b_max, "last sequence length");
@@ -219,6 +225,8 @@ int main(int argc, char** argv) {
     app.add_option("--dtype", c.dtype, "element type")->check(CLI::IsMember(dtype_choices()))->capture_default_str();
     app.add_option("-J,--json", c.json, "also write the rows to this JSON file");
     app.add_option("--path", c.path, "kernel path")->check(CLI::IsMember({"auto", "portable", "cuda"}))->capture_default_str();
+    app.add_option("--bwd-prep", bwd_prep, "backward prologue: one fused pass, or the Delta pass and three fills")
+        ->check(CLI::IsMember({"fused", "separate"}))->capture_default_str();
     app.add_option("--sgemm", c.sgemm, "time a host SGEMM of this size as the anchor (0: none)")->check(at_least(0));
     if (!parse_command_line(app, argc, argv)) {
       std::cout << app.help();
@@ -227,6 +235,7 @@ int main(int argc, char** argv) {
     if (app.count("--kv-heads") == 0) c.kv_heads = c.heads;
     c.causal = causal != 0;
     c.check  = check != 0;
+    c.fused_prep = bwd_prep == "fused";
     c.fwd    = dir == "fwd" || dir == "both";
     c.bwd    = dir == "bwd" || dir == "both";
     if (c.b_max < c.b_min)
@@ -241,7 +250,7 @@ int main(int argc, char** argv) {
     }
     std::cout << "# test attn_perf  dtype " << c.dtype << "  causal " << c.causal << "  b " << c.batch << " h "
               << c.heads << " h_kv " << c.kv_heads << " d " << c.dim << "  warmup " << c.warmup << " iters "
-              << c.iters << " check " << c.check << " path " << c.path << "\n#\n"
+              << c.iters << " check " << c.check << " path " << c.path << " bwd-prep " << bwd_prep << "\n#\n"
               << "#     seq   b    h h_kv    d  dtype causal     fwd_time  fwd_TF/s  #wrong     bwd_time  bwd_TF/s  #wrong"
               << (c.sgemm > 0 ? "  fwd_x_sg bwd_x_sg\n" : "\n")
               << "#     (T)                                          (us)                          (us)\n";

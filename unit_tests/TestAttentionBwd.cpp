@@ -1,5 +1,6 @@
 // Backward building block: one-call backward vs the fp64 reference, and the
-// additivity the distributed schedules rely on (sum of per-block calls = whole).
+// additivity the distributed schedules rely on (sum of per-block calls = whole, from
+// attention_bwd_prepare's Delta and cleared accumulators).
 
 #include "attention_inputs.hpp"
 
@@ -106,9 +107,12 @@ TYPED_TEST(AttentionBwd, SumOfBlocksEqualsWhole) {
   Tensor4<T, Mem> o("o", s.B, s.Sq, s.H, s.D);
   RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq), delta("delta", s.B, s.H, s.Sq);
   attention_fwd(Exec(), in.qd, in.kd, in.vd, o, lse, opts);
-  attention_bwd_delta(Exec(), o, ddo, delta);
-
+  // The accumulators start from garbage: attention_bwd_prepare must clear them (and
+  // compute Delta) for the sum below to match.
   Tensor4<Acc, Mem> gq("gq", s.B, s.Sq, s.H, s.D), gk("gk", s.B, s.Sk, s.Hkv, s.D), gv("gv", s.B, s.Sk, s.Hkv, s.D);
+  for (const auto& g : {gq, gk, gv}) Kokkos::deep_copy(g, Acc(7));
+  attention_bwd_prepare(Exec(), o, ddo, delta, gq, gk, gv);
+
   const std::vector<int> qc{0, 19, s.Sq}, kc{0, 7, 25, s.Sk};
   for (std::size_t a = 0; a + 1 < qc.size(); ++a)
     for (std::size_t c = 0; c + 1 < kc.size(); ++c) {

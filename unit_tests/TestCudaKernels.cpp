@@ -15,6 +15,7 @@
 
 #include "attention_inputs.hpp"
 
+#include <DistAttn/attention_bwd_prepare.hpp>
 #include <DistAttn/impl/attn_spec.hpp>
 
 #include <algorithm>
@@ -463,6 +464,34 @@ TYPED_TEST(CudaKernels, ForwardStridedViews) {
   }
 }
 
+// Where TMA cannot describe a tensor (here K and V whose KV heads all alias one
+// head: head stride 0) the tuned forward declines before launching anything, and the
+// public call gives the portable result.
+TYPED_TEST(CudaKernels, ForwardDeclinesWithoutTensorMap) {
+  using T = TypeParam;
+  using Strided = Kokkos::View<T****, Kokkos::LayoutStride, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  for (int D : {64, 128}) {
+    const Shape s{1, 130, 150, 2, 2, D};
+    auto in = make_inputs<T>(s);
+    const Kokkos::LayoutStride lay(s.B, std::size_t(s.Sk) * s.Hkv * D, s.Sk, std::size_t(s.Hkv) * D, s.Hkv, 0, D, 1);
+    const Strided k0(in.kd.data(), lay), v0(in.vd.data(), lay);  // every KV head reads head 0
+    Tensor4<T, Mem> kc("kc", s.B, s.Sk, s.Hkv, D), vc("vc", s.B, s.Sk, s.Hkv, D);  // the same, materialized
+    Kokkos::deep_copy(kc, k0);
+    Kokkos::deep_copy(vc, v0);
+    const Mask mask    = Mask::causal({20, 1}, {0, 1});
+    const double scale = 1.0 / std::sqrt(double(D));
+    auto st            = make_state<Acc>(Exec(), s.B, s.Sq, s.H, D);
+    EXPECT_FALSE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), in.qd, k0, v0, st.acc, st.m, st.l, mask, scale)))
+        << "D" << D;
+    AttnOptions opts;
+    opts.mask = mask;
+    attention_fwd_update(Exec(), in.qd, k0, v0, st, opts);  // Auto: the tuned kernel declines, the portable one runs
+    auto port = make_state<Acc>(Exec(), s.B, s.Sq, s.H, D);
+    fwd_update<T>(in.qd, kc, vc, port, mask, KernelPath::Portable);
+    expect_states_agree<T>(state_to_host(st), state_to_host(port), describe<T>(s, mask, in.seed) + " head stride 0");
+  }
+}
+
 // The public API picks the tuned kernel on Cuda (Auto and Cuda give the same bits),
 // and declines head_dims it has no kernel for (not a multiple of 8, or above 128:
 // the portable kernel runs instead).
@@ -616,6 +645,78 @@ TYPED_TEST(CudaKernels, PaddedHeadDims) {
   for (int D : {32, 96, 120}) {
     check_bwd<T>({1, 300, 300, 4, 2, D}, Mask::causal());
     check_bwd<T>({1, 190, 257, 3, 3, D}, Mask::causal({67, 1}, {0, 1}));
+  }
+}
+
+// The fused backward prologue: Delta against an fp64 sum of the same 16-bit O and dO
+// (within fp32 summation error), and dq / dk / dv, which start from
+// random values, exactly zero inside their (strided) views and untouched outside.
+TYPED_TEST(CudaKernels, BackwardPrepareDeltaAndZeros) {
+  using T = TypeParam;
+  const auto A = Kokkos::ALL;
+  for (int D : {8, 64, 96, 128}) {
+    const Shape s{2, 150, 70, 4, 2, D};
+    const std::uint64_t seed = fresh_seed();
+    HostTensor o("o", s.B, s.Sq, s.H, D), dout("dout", s.B, s.Sq, s.H, D);
+    HostTensor gq("gq", s.B, s.Sq + 5, s.H, D), gk("gk", s.B, s.Sk, s.Hkv + 1, D), gv("gv", s.B, s.Sk + 3, s.Hkv, D);
+    Testing::fill_random(o, seed);
+    Testing::fill_random(dout, seed + 1);
+    Testing::fill_random(gq, seed + 2);
+    Testing::fill_random(gk, seed + 3);
+    Testing::fill_random(gv, seed + 4);
+    const auto od = to_device<T>(o, "o"), dod = to_device<T>(dout, "dout");
+    const auto gqd = to_device<Acc>(gq, "gq"), gkd = to_device<Acc>(gk, "gk"), gvd = to_device<Acc>(gv, "gv");
+    RowStats<Acc, Mem> dbig("dbig", s.B, s.H, s.Sq + 7);
+    Kokkos::deep_copy(dbig, std::numeric_limits<Acc>::quiet_NaN());
+    auto dq    = Kokkos::subview(gqd, A, std::make_pair(5, 5 + s.Sq), A, A);
+    auto dk    = Kokkos::subview(gkd, A, A, std::make_pair(1, 1 + s.Hkv), A);
+    auto dv    = Kokkos::subview(gvd, A, std::make_pair(0, s.Sk), A, A);
+    auto delta = Kokkos::subview(dbig, A, A, std::make_pair(7, 7 + s.Sq));
+    ASSERT_TRUE((Impl::TunedAttnBwdPrepare<Exec, T>::run(Exec(), od, dod, delta, dq, dk, dv)))
+        << "the CUDA prologue declined, D" << D;
+    const std::string ctx = std::string(type_name<T>()) + " D" + std::to_string(D) + " seed " + std::to_string(seed);
+
+    const auto hd = stats_to_host(delta);
+    // The reference reads the 16-bit values the kernel read (copied back), not a
+    // host rounding of the fp64 inputs, which may round a few values differently.
+    const auto ro = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), od);
+    const auto rdo = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), dod);
+    long bad = 0;
+    for (int b = 0; b < s.B; ++b)
+      for (int h = 0; h < s.H; ++h)
+        for (int i = 0; i < s.Sq; ++i) {
+          double ref = 0, mag = 0;
+          for (int d = 0; d < D; ++d) {
+            const double x = double(ro(b, i, h, d)), y = double(rdo(b, i, h, d));
+            ref += x * y;
+            mag += std::fabs(x * y);
+          }
+          // 16-bit products are exact in fp32: only the sum of D terms rounds.
+          bad += !(std::fabs(hd(b, h, i) - ref) <= D * 6e-8 * mag + 1e-30);
+        }
+    EXPECT_EQ(bad, 0) << "Delta rows off the fp64 sum, " << ctx;
+
+    // Inside the views every element is 0; outside, the random start is unchanged.
+    auto count = [](const HostTensor& now, const HostTensor& start, auto inside) {
+      long wrong = 0;
+      for (std::size_t a = 0; a < now.extent(0); ++a)
+        for (std::size_t b = 0; b < now.extent(1); ++b)
+          for (std::size_t c = 0; c < now.extent(2); ++c)
+            for (std::size_t e = 0; e < now.extent(3); ++e) {
+              const double want = inside(int(b), int(c)) ? 0.0 : double(float(start(a, b, c, e)));
+              wrong += now(a, b, c, e) != want;
+            }
+      return wrong;
+    };
+    EXPECT_EQ(count(to_host(gqd), gq, [&](int i, int) { return i >= 5; }), 0) << "dq, " << ctx;
+    EXPECT_EQ(count(to_host(gkd), gk, [&](int, int h) { return h >= 1; }), 0) << "dk, " << ctx;
+    EXPECT_EQ(count(to_host(gvd), gv, [&](int j, int) { return j < s.Sk; }), 0) << "dv, " << ctx;
+    const auto hb = stats_to_host(dbig);
+    long outside = 0;
+    for (int b = 0; b < s.B; ++b)
+      for (int h = 0; h < s.H; ++h)
+        for (int i = 0; i < 7; ++i) outside += !std::isnan(hb(b, h, i));
+    EXPECT_EQ(outside, 0) << "delta written outside its view, " << ctx;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/attention.hpp>
+#include <DistAttn/attention_bwd_prepare.hpp>
 #include <DistAttn/instances.hpp>
 #include <DistAttn/padding.hpp>
 #if DISTATTN_ENABLE_MPI

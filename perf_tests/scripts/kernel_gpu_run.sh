@@ -16,14 +16,7 @@
 #                   binary it produces
 set -u
 OUT=${OUT:-/tmp/gpu_run_out}
-mkdir -p "$OUT"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-S0=$(date +%s)
-stamp() { echo "[$(( $(date +%s) - S0 ))s] $*"; }
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/env.txt" 2>&1
-date -u >> "$OUT/env.txt"
+. "$(dirname "$0")/kernel_run_env.sh"
 
 TEST=.gpu/bin/distattn_test_cuda_kernels
 PERF=.gpu/bin/attn_perf
@@ -81,8 +74,7 @@ stamp "SDPA anchor"
 
 stamp "kernel bench"
 {
-  timeout 120 "$BENCH" -s 8192 -s 16384 -s 32768 --dim 128
-  timeout 90 "$BENCH" -s 16384 -s 32768 --dim 64 --heads 64
+  bench_rows "$BENCH"
 } > "$OUT/bench.log" 2>&1
 
 stamp "SASS facts"
@@ -97,11 +89,7 @@ stamp "SASS facts"
 if [ "${SANITIZE:-1}" = 1 ]; then
   stamp "compute-sanitizer (small sizes, every bench variant)"
   {
-    timeout 60 compute-sanitizer --tool memcheck "$BENCH" -s 200 --heads 2 -w 0 -n 1
-    timeout 60 compute-sanitizer --tool memcheck "$BENCH" -s 200 --heads 2 -w 0 -n 1 --dim 64
-    timeout 60 compute-sanitizer --tool racecheck "$BENCH" -s 130 --heads 1 -w 0 -n 1
-    timeout 60 compute-sanitizer --tool racecheck "$BENCH" -s 333 --heads 2 -w 0 -n 1 --dim 64
-    timeout 60 compute-sanitizer --tool synccheck "$BENCH" -s 130 --heads 1 -w 0 -n 1
+    bench_sanitizers "$BENCH"
     timeout 120 compute-sanitizer --tool memcheck "$TEST" --gtest_filter='*Deterministic*:*PaddedHeadDims*:*StridedMasks*'
     timeout 90 compute-sanitizer --tool racecheck "$TEST" --gtest_filter='*/0.BackwardStridedMasksAndEmptyRows'
   } > "$OUT/sanitizer.log" 2>&1
@@ -129,7 +117,7 @@ if [ "${DEVICE_BUILD:-0}" = 1 ]; then
 fi
 stamp "done"
 
-echo "===== summary ($(head -2 "$OUT/env.txt" | tail -1))"
+echo "===== summary ($(head -1 "$OUT/env.txt"))"
 grep -E "^=====|^\[  PASSED  \]|^\[  FAILED  \]|tests? ran|^rc=" "$OUT/tests.log" | tail -40
 grep -E "Failure|max error|declined" "$OUT/tests.log" | head -12
 grep -vE "^#" "$OUT/perf.log" | tail -12

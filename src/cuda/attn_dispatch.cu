@@ -10,8 +10,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -21,16 +19,6 @@ void check_launch(cudaError_t err, const char* what) {
   if (err != cudaSuccess)
     throw std::runtime_error(std::string("DistAttn CUDA kernel ") + what + " failed to launch: " +
                              cudaGetErrorString(err));
-}
-
-bool fwd_variant_ws() {
-  static const bool ws = [] {
-    const char* v = std::getenv("DISTATTN_FWD_VARIANT");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "default") == 0) return false;
-    if (std::strcmp(v, "ws") == 0) return true;
-    throw std::invalid_argument(std::string("DISTATTN_FWD_VARIANT must be \"ws\" or \"default\", got \"") + v + "\"");
-  }();
-  return ws;
 }
 
 // The kernels are instantiated for head_dim 64 and 128; any other multiple of 8 up
@@ -109,9 +97,8 @@ bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
              : !vec8_ok(p.acc, p.acc_batch_stride, p.acc_row_stride, p.acc_head_stride))
     return false;
   const bool bf16 = p.dtype == AttnDType::BF16;
-  if (p.head_dim <= 64) bf16 ? run_attn_fwd_hdim64_bf16(p, stream) : run_attn_fwd_hdim64_fp16(p, stream);
-  else bf16 ? run_attn_fwd_hdim128_bf16(p, stream) : run_attn_fwd_hdim128_fp16(p, stream);
-  return true;
+  if (p.head_dim <= 64) return bf16 ? run_attn_fwd_hdim64_bf16(p, stream) : run_attn_fwd_hdim64_fp16(p, stream);
+  return bf16 ? run_attn_fwd_hdim128_bf16(p, stream) : run_attn_fwd_hdim128_fp16(p, stream);
 }
 
 bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
@@ -129,6 +116,20 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   const bool bf16 = p.dtype == AttnDType::BF16;
   if (p.head_dim <= 64) return bf16 ? run_attn_bwd_hdim64_bf16(p, stream) : run_attn_bwd_hdim64_fp16(p, stream);
   return bf16 ? run_attn_bwd_hdim128_bf16(p, stream) : run_attn_bwd_hdim128_fp16(p, stream);
+}
+
+bool run_attn_bwd_prep(const AttnBwdPrepParams& p, cudaStream_t stream) {
+  if (!attn_head_dim_supported(p.head_dim)) return false;
+  if (p.batch < 0 || p.seqlen_q < 0 || p.seqlen_k < 0 || p.heads < 0 || p.heads_kv < 0) return false;
+  if (!current_device_is_sm90()) return false;
+  auto rows16 = [](const auto& t, std::int64_t multiple) {
+    return aligned(t.data, 16) && t.batch_stride % multiple == 0 && t.row_stride % multiple == 0 &&
+           t.head_stride % multiple == 0;
+  };
+  // 16-byte accesses: 8 16-bit or 4 fp32 elements
+  if (!rows16(p.o, 8) || !rows16(p.dout, 8) || !rows16(p.dq, 4) || !rows16(p.dk, 4) || !rows16(p.dv, 4)) return false;
+  launch_attn_bwd_prep(p, stream);
+  return true;
 }
 
 }  // namespace DistAttn::Impl::cuda

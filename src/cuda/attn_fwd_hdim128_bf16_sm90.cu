@@ -6,9 +6,8 @@
 
 namespace DistAttn::Impl::cuda {
 
-void run_attn_fwd_hdim128_bf16(const AttnFwdParams& p, cudaStream_t stream) {
-  if (fwd_variant_ws()) launch_attn_fwd_any<FwdTileD128Ws, __nv_bfloat16>(p, stream);
-  else launch_attn_fwd_any<FwdTileD128, __nv_bfloat16>(p, stream);
+bool run_attn_fwd_hdim128_bf16(const AttnFwdParams& p, cudaStream_t stream) {
+  return launch_attn_fwd_any<FwdTileD128, __nv_bfloat16>(p, stream);
 }
 
 }  // namespace DistAttn::Impl::cuda

@@ -6,9 +6,8 @@
 
 namespace DistAttn::Impl::cuda {
 
-void run_attn_fwd_hdim128_fp16(const AttnFwdParams& p, cudaStream_t stream) {
-  if (fwd_variant_ws()) launch_attn_fwd_any<FwdTileD128Ws, __half>(p, stream);
-  else launch_attn_fwd_any<FwdTileD128, __half>(p, stream);
+bool run_attn_fwd_hdim128_fp16(const AttnFwdParams& p, cudaStream_t stream) {
+  return launch_attn_fwd_any<FwdTileD128, __half>(p, stream);
 }
 
 }  // namespace DistAttn::Impl::cuda

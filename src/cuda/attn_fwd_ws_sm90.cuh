@@ -1,8 +1,9 @@
 #pragma once
-// Forward update kernel, warp-specialized, with FlashAttention-3's intra-warpgroup
-// overlap layered on the ping-pong schedule (FA3's Hopper forward structure, our own
-// code). Same CTA work, masks, state semantics and epilogues as
-// attn_fwd_wgmma_sm90.cuh; 384 threads in three warpgroups:
+// Forward kernel, warp-specialized, with FlashAttention-3's intra-warpgroup overlap
+// layered on the ping-pong schedule (FA3's Hopper forward structure, our own code).
+// A CTA owns 128 query rows of one (batch, head) and walks their key tiles; update
+// mode merges the result into the incoming state, direct mode writes the final O and
+// LSE (attn_fwd_epilogue.cuh). 384 threads in three warpgroups:
 //
 //   producer warpgroup (setmaxnreg.dec): one thread brings Q once and then, per key
 //     tile, K and V by TMA into separate pipelines (kStagesK K stages, kStagesV V
@@ -18,15 +19,14 @@
 //     cores, P V waited for and V_{i-1} released, O rescaled by the new row maxima
 //     and P_i packed. The tail issues the last P V.
 //
-// Why both: the ping-pong alone (attn_fwd_wgmma_sm90.cuh) hides a warpgroup's
+// Why both: the ping-pong alone (the kernel this one replaced) hides a warpgroup's
 // softmax only under the other warpgroup's single product, shorter than the softmax
 // at d = 128 (NOTES.md run 30: tensor pipe 59% busy, 28% barrier stalls); the
 // overlap alone, on a schedule that keeps both warpgroups in lockstep, only moved
 // the wait (NOTES.md run 27). Here a turn carries two products, and the softmax has
-// the rest of its own turn plus the other warpgroup's whole turn to run under.
-//
-// WsFwdTile::kOverlap = false keeps this kernel's producer and pipelines but runs
-// the plain ping-pong turns (S_i; softmax; P_i V_i), to tell the two changes apart.
+// the rest of its own turn plus the other warpgroup's whole turn to run under
+// (NOTES.md run 31: this kernel's producer with the plain ping-pong turns ran no
+// faster than the kernel it replaced; the overlap is the gain).
 //
 // Rescale order: O after step i is (O_{i-1} + P_{i-1} V_{i-1}) * alpha_i with
 // alpha_i = 2^(m_{i-1} - m_i): P_{i-1} was formed against m_{i-1}, so the one
@@ -56,8 +56,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr int NO = D / 2;   // O accumulator floats per thread
   constexpr uint32_t kQBytes  = BM * D * 2;
   constexpr uint32_t kKVBytes = BN * D * 2;
-  static_assert(BN == 64 || BN == 128 || BN == 176, "S = Q K^T is one m64n64, m64n128 or m64n176 product per k step");
-  static_assert(D == 64 || D == 128, "O += P V is one m64n64 or m64n128 product per k step");
+  static_assert(BN == 128, "S = Q K^T is one m64n128 product per k step");
 
   extern __shared__ __align__(128) unsigned char smem[];
   // Tiles start on a 1024-byte boundary (the 128-byte swizzle period).
@@ -118,35 +117,24 @@ __global__ void __launch_bounds__(384, 1)
       mbar_arrive_expect_tx(barQ, kQBytes);
 #pragma unroll
       for (int blk = 0; blk < D / 64; ++blk) tma_load_4d(sQ + blk * BM * 128, &tm.q, barQ, blk * 64, q0, h, b);
-      auto load_k = [&](int i) {
-        const int s = i % NK;
-        if (i >= NK) mbar_wait(empty_k(s), (i / NK - 1) & 1);
-        mbar_arrive_expect_tx(full_k(s), kKVBytes);
+      // Tile of step i into stage i % n of a pipeline of n stages, once its previous
+      // use has been released.
+      auto load = [&](int i, const CUtensorMap* map, uint32_t stage0, int n, auto full, auto empty) {
+        const int st = i % n;
+        if (i >= n) mbar_wait(empty(st), (i / n - 1) & 1);
+        mbar_arrive_expect_tx(full(st), kKVBytes);
 #pragma unroll
         for (int blk = 0; blk < D / 64; ++blk)
-          tma_load_4d(sK0 + s * kKVBytes + blk * BN * 128, &tm.k, full_k(s), blk * 64, tile_of(i) * BN, hk, b);
+          tma_load_4d(stage0 + st * kKVBytes + blk * BN * 128, map, full(st), blk * 64, tile_of(i) * BN, hk, b);
       };
-      auto load_v = [&](int i) {
-        const int s = i % NV;
-        if (i >= NV) mbar_wait(empty_v(s), (i / NV - 1) & 1);
-        mbar_arrive_expect_tx(full_v(s), kKVBytes);
-#pragma unroll
-        for (int blk = 0; blk < D / 64; ++blk)
-          tma_load_4d(sV0 + s * kKVBytes + blk * BN * 128, &tm.v, full_v(s), blk * 64, tile_of(i) * BN, hk, b);
-      };
-      if constexpr (Cfg::kOverlap) {  // V of a tile is consumed a step after its K
-        load_k(0);
-        for (int i = 1; i < n_kt; ++i) {
-          load_k(i);
-          load_v(i - 1);
-        }
-        load_v(n_kt - 1);
-      } else {
-        for (int i = 0; i < n_kt; ++i) {
-          load_k(i);
-          load_v(i);
-        }
+      auto load_k = [&](int i) { load(i, &tm.k, sK0, NK, full_k, empty_k); };
+      auto load_v = [&](int i) { load(i, &tm.v, sV0, NV, full_v, empty_v); };
+      load_k(0);  // V of a tile is consumed a step after its K
+      for (int i = 1; i < n_kt; ++i) {
+        load_k(i);
+        load_v(i - 1);
       }
+      load_v(n_kt - 1);
     }
     return;  // the CTA (and its barriers) lives on until the consumers finish
   }
@@ -179,14 +167,8 @@ __global__ void __launch_bounds__(384, 1)
 
   auto issue_s = [&](uint32_t sK) {  // S = Q K^T, this warpgroup's 64 rows x BN keys
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      if constexpr (BN == 176)
-        wgmma_ss_m64n176k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
-      else if constexpr (BN == 128)
-        wgmma_ss_m64n128k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
-      else
-        wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
-    }
+    for (int kk = 0; kk < D / 16; ++kk)
+      wgmma_ss_m64n128k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
     wgmma_commit();
   };
   auto issue_pv = [&](uint32_t sV) {  // O += P V, P from registers, V read transposed
@@ -199,8 +181,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     wgmma_commit();
   };
-  // Mask and online softmax of S in place (P, fp32): the same arithmetic as the
-  // ping-pong kernel. Returns whether O needs the rescale (a row of the warp got a
+  // Mask and online softmax of S in place (P, fp32). Returns whether O needs the rescale (a row of the warp got a
   // new max).
   auto softmax = [&](int k0, float (&alpha)[2]) {
     if (k0 + BN > lim_min) {
@@ -221,7 +202,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * r], s[4 * j + 2 * r + 1]));
       mx                = quad_max(mx);
       const float m_new = fmaxf(mrow[r], mx * sl2);
-      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // empty-row guard (SPEC §1.3)
+      const float m_use = m_new == -INFINITY ? 0.f : m_new;  // empty-row guard (docs/design/building_block.md)
       alpha[r]          = ex2(mrow[r] - m_use);
       grew              = grew || m_new != mrow[r];
       mrow[r]           = m_new;
@@ -262,91 +243,60 @@ __global__ void __launch_bounds__(384, 1)
   if (cw == 1) named_barrier_arrive(turn_other, 256);
   mbar_wait(barQ, 0);
 
-  if constexpr (Cfg::kOverlap) {
-    // Step 0: S_0 alone.
-    mbar_wait(full_k(0), 0);
+  // Step 0: S_0 alone.
+  mbar_wait(full_k(0), 0);
+  named_barrier(turn_mine, 256);
+  fence_regs(s);
+  wgmma_fence();
+  issue_s(sK0);
+  if (!(cw == 1 && n_kt == 1)) named_barrier_arrive(turn_other, 256);
+  wgmma_wait<0>();
+  fence_regs(s);
+  mbar_arrive(empty_k(0));
+  {
+    float alpha[2];
+    softmax(tile_of(0) * BN, alpha);  // O is still 0: no rescale
+  }
+  pack_p();
+
+  for (int i = 1; i < n_kt; ++i) {
+    const int sk = i % NK, sv = (i - 1) % NV;
+    mbar_wait(full_k(sk), (i / NK) & 1);
+    mbar_wait(full_v(sv), ((i - 1) / NV) & 1);
     named_barrier(turn_mine, 256);
     fence_regs(s);
+    fence_regs(o);
+    fence_regs(pa);
     wgmma_fence();
-    issue_s(sK0);
-    if (!(cw == 1 && n_kt == 1)) named_barrier_arrive(turn_other, 256);
-    wgmma_wait<0>();
+    issue_s(sK0 + sk * kKVBytes);
+    issue_pv(sV0 + sv * kKVBytes);
+    if (!(cw == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, 256);
+    wgmma_wait<1>();  // S_i in; P_{i-1} V_{i-1} may still run
     fence_regs(s);
-    mbar_arrive(empty_k(0));
-    {
-      float alpha[2];
-      softmax(tile_of(0) * BN, alpha);  // O is still 0: no rescale
-    }
+    mbar_arrive(empty_k(sk));
+    float alpha[2];
+    const bool grew = softmax(tile_of(i) * BN, alpha);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pa);  // P_{i-1}'s registers stay untouched until its product is done
+    mbar_arrive(empty_v(sv));
+    if (grew) rescale_o(alpha);
     pack_p();
+  }
 
-    for (int i = 1; i < n_kt; ++i) {
-      const int sk = i % NK, sv = (i - 1) % NV;
-      mbar_wait(full_k(sk), (i / NK) & 1);
-      mbar_wait(full_v(sv), ((i - 1) / NV) & 1);
-      named_barrier(turn_mine, 256);
-      fence_regs(s);
-      fence_regs(o);
-      fence_regs(pa);
-      wgmma_fence();
-      issue_s(sK0 + sk * kKVBytes);
-      issue_pv(sV0 + sv * kKVBytes);
-      if (!(cw == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, 256);
-      wgmma_wait<1>();  // S_i in; P_{i-1} V_{i-1} may still run
-      fence_regs(s);
-      mbar_arrive(empty_k(sk));
-      float alpha[2];
-      const bool grew = softmax(tile_of(i) * BN, alpha);
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(pa);  // P_{i-1}'s registers stay untouched until its product is done
-      mbar_arrive(empty_v(sv));
-      if (grew) rescale_o(alpha);
-      pack_p();
-    }
-
-    // Tail: P_{n-1} V_{n-1}, outside the turns (the other warpgroup's products may
-    // run beside it).
-    {
-      const int sv = (n_kt - 1) % NV;
-      mbar_wait(full_v(sv), ((n_kt - 1) / NV) & 1);
-      fence_regs(o);
-      fence_regs(pa);
-      wgmma_fence();
-      issue_pv(sV0 + sv * kKVBytes);
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(pa);
-      mbar_arrive(empty_v(sv));
-    }
-  } else {
-    // The ping-pong alone (the schedule of attn_fwd_wgmma_sm90.cuh with this kernel's
-    // producer): S_i in one turn, its softmax, P_i V_i in the next turn.
-    for (int i = 0; i < n_kt; ++i) {
-      const int sk = i % NK, sv = i % NV;
-      mbar_wait(full_k(sk), (i / NK) & 1);
-      named_barrier(turn_mine, 256);
-      fence_regs(s);
-      wgmma_fence();
-      issue_s(sK0 + sk * kKVBytes);
-      named_barrier_arrive(turn_other, 256);
-      wgmma_wait<0>();
-      fence_regs(s);
-      mbar_arrive(empty_k(sk));
-      float alpha[2];
-      if (softmax(tile_of(i) * BN, alpha)) rescale_o(alpha);
-      pack_p();
-      mbar_wait(full_v(sv), (i / NV) & 1);
-      named_barrier(turn_mine, 256);
-      fence_regs(o);
-      fence_regs(pa);
-      wgmma_fence();
-      issue_pv(sV0 + sv * kKVBytes);
-      if (!(cw == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, 256);
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(pa);
-      mbar_arrive(empty_v(sv));
-    }
+  // Tail: P_{n-1} V_{n-1}, outside the turns (the other warpgroup's products may
+  // run beside it).
+  {
+    const int sv = (n_kt - 1) % NV;
+    mbar_wait(full_v(sv), ((n_kt - 1) / NV) & 1);
+    fence_regs(o);
+    fence_regs(pa);
+    wgmma_fence();
+    issue_pv(sV0 + sv * kKVBytes);
+    wgmma_wait<0>();
+    fence_regs(o);
+    fence_regs(pa);
+    mbar_arrive(empty_v(sv));
   }
 
   // Epilogue: merge into the incoming state, or write the final O and LSE (direct mode).
@@ -361,7 +311,8 @@ __global__ void __launch_bounds__(384, 1)
 }
 
 /// Launches the warp-specialized forward; returns false (nothing launched) when TMA
-/// cannot describe Q, K or V, so the caller takes Cfg::Fallback.
+/// cannot describe Q, K or V (a zero or >= 2^40-byte stride, a driver without the
+/// encoder): the tuned path then declines and the portable kernel runs.
 template <class Cfg, class Elem>
 bool launch_attn_fwd_ws(const AttnFwdParams& p, cudaStream_t stream) {
   FwdTensorMaps tm{};

@@ -4,6 +4,7 @@
 // own attn_{fwd,bwd}_hdim{64,128}_{bf16,fp16}_sm90.cu so that the heavy kernel
 // templates compile in parallel and only once.
 
+#include <DistAttn/impl/cuda/attn_bwd_prep_params.hpp>
 #include <DistAttn/impl/cuda/attn_params.hpp>
 
 #include <cuda_runtime_api.h>
@@ -13,14 +14,8 @@ namespace DistAttn::Impl::cuda {
 /// Throws std::runtime_error naming `what` unless err == cudaSuccess.
 void check_launch(cudaError_t err, const char* what);
 
-/// Whether the forward runs the warp-specialized variant (WsFwdTile entries of
-/// tile_size.hpp) instead of the shipped entries: environment variable
-/// DISTATTN_FWD_VARIANT, "ws" or "default" (unset or empty: default), read once per
-/// process. Any other value throws std::invalid_argument naming the variable.
-bool fwd_variant_ws();
-
 #define DISTATTN_CUDA_DECLARE_LAUNCHERS(D, TY)                                \
-  void run_attn_fwd_hdim##D##_##TY(const AttnFwdParams& p, cudaStream_t stream); \
+  bool run_attn_fwd_hdim##D##_##TY(const AttnFwdParams& p, cudaStream_t stream); \
   bool run_attn_bwd_hdim##D##_##TY(const AttnBwdParams& p, cudaStream_t stream);
 
 DISTATTN_CUDA_DECLARE_LAUNCHERS(64, bf16)
@@ -29,5 +24,8 @@ DISTATTN_CUDA_DECLARE_LAUNCHERS(128, bf16)
 DISTATTN_CUDA_DECLARE_LAUNCHERS(128, fp16)
 
 #undef DISTATTN_CUDA_DECLARE_LAUNCHERS
+
+/// The backward prologue (attn_bwd_prep.cu), after run_attn_bwd_prep's checks.
+void launch_attn_bwd_prep(const AttnBwdPrepParams& p, cudaStream_t stream);
 
 }  // namespace DistAttn::Impl::cuda

@@ -7,7 +7,7 @@
 // 16-row (m16n8k16) or 32-row blocks of the "M" side of their products; a 32-row
 // block feeds every B fragment it loads from shared memory to two mma, which is
 // what bounds those kernels (~128 B/clk/SM of ldmatrix). The wgmma entries
-// (WgFwdTile, WgBwdTile) have warpgroups of 128 threads own 64-row blocks and read
+// (WsFwdTile, WgBwdTile, WsBwdTile) have warpgroups of 128 threads own 64-row blocks and read
 // both operands from shared memory through descriptors (no ldmatrix). Registers are
 // the other limit: 255 per thread, 64K per SM; every entry below is spill-free or
 // says how many bytes ptxas spills (sm_90a, nvcc 13.0).
@@ -64,55 +64,22 @@ struct BwdTilePS {
       2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + 2 * kBlockM * kBlockN) + 2 * 3 * 4 * kBlockM;
 };
 
-/// Forward on warpgroup MMA (attn_fwd_wgmma_sm90.cuh): two warpgroups of 64 query
-/// rows each (kBlockM = 128), K/V tiles of kBlockN keys in kStages stages. Registers
-/// per thread: S (kBlockN / 2) + O (d / 2) + P (kBlockN / 4) fp32/packed values.
-template <int kHeadDim_, int kBlockN_, bool kPingpong_ = false, bool kTma_ = false, int kMinBlocks_ = 1>
-struct WgFwdTile {
-  static constexpr int kHeadDim   = kHeadDim_;
-  static constexpr int kBlockM    = 128;
-  static constexpr int kBlockN    = kBlockN_;
-  static constexpr int kNWarps    = 8;
-  static constexpr int kNThreads  = 256;
-  static constexpr int kMinBlocks = kMinBlocks_;
-  static constexpr bool kWgmma    = true;
-  static constexpr bool kWs       = false;
-  // Ping-pong schedule: mbarrier pipeline of 3 K/V stages (no CTA barrier in the
-  // loop), the two warpgroups' products issued in turns (named barriers) so that
-  // one warpgroup's softmax runs under the other's products (FA3's ping-pong).
-  // Otherwise the plain schedule: 2 stages, one CTA barrier per tile.
-  static constexpr bool kPingpong = kPingpong_;
-  static constexpr int kStages    = kPingpong ? 3 : 2;  // K/V stages
-  // Ping-pong only: K/V tiles brought by TMA (one thread issues 2 x d/64 box copies
-  // per tile, completing on the stage's mbarrier) instead of 256 threads' cp.async.
-  // Falls back to WithoutTma when the driver cannot describe the tensors.
-  static constexpr bool kTma = kTma_;
-  static_assert(!kTma || kPingpong, "TMA loads are wired into the ping-pong pipeline only");
-  using WithoutTma = WgFwdTile<kHeadDim_, kBlockN_, kPingpong_, false, kMinBlocks_>;
-  static_assert(kBlockN == 64 || kBlockN == 128, "S = Q K^T is one m64n64 or m64n128 product per k step");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
-  // Q + kStages stages of K and V, 16-bit, + 1 KB to align the tiles to the swizzle
-  // period + 64 B of mbarriers.
-  static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 2 * kStages * kBlockN * kHeadDim) + 1024 + 64;
-};
-
 /// Forward, warp-specialized (attn_fwd_ws_sm90.cuh): a producer warpgroup (Q once,
-/// then K and V per tile by TMA, in separate pipelines of kStagesK and kStagesV
+/// then K and V per 128-key tile by TMA, in separate pipelines of 2 K and 2 V
 /// stages) and two consumer warpgroups of 64 query rows that run FA3's
 /// intra-warpgroup overlap (S_i = Q K_i^T and O += P_{i-1} V_{i-1} issued together,
 /// the softmax of S_i under them) inside the ping-pong turns. Needs TMA descriptors
-/// of Q, K and V; otherwise the launcher takes Fallback (the cp.async ping-pong).
-/// Registers: 128 x kProducerRegs + 256 x kConsumerRegs <= 64K, each a multiple of 8.
-template <int kHeadDim_, int kBlockN_, int kStagesK_ = 2, int kStagesV_ = 2, bool kOverlap_ = true>
+/// of Q, K and V; where the driver cannot make them the launch declines and the
+/// portable kernel runs. Registers: 128 x kProducerRegs + 256 x kConsumerRegs <= 64K,
+/// each a multiple of 8.
+template <int kHeadDim_>
 struct WsFwdTile {
-  // false: the plain ping-pong turns (S; softmax; P V) on the same producer and
-  // pipelines, a bench reference that separates the two changes.
-  static constexpr bool kOverlap  = kOverlap_;
   static constexpr int kHeadDim   = kHeadDim_;
   static constexpr int kBlockM    = 128;
-  static constexpr int kBlockN    = kBlockN_;
-  static constexpr int kStagesK   = kStagesK_;
-  static constexpr int kStagesV   = kStagesV_;
+  static constexpr int kBlockN    = 128;
+  // 2 + 2 stages: 3 + 3 and 3 K + 2 V measured 1-8% slower at d = 128 (NOTES.md run 31).
+  static constexpr int kStagesK   = 2;
+  static constexpr int kStagesV   = 2;
   static constexpr int kNThreads  = 384;
   static constexpr int kMinBlocks = 1;
   static constexpr bool kWgmma    = true;
@@ -120,8 +87,7 @@ struct WsFwdTile {
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
-  static_assert(kBlockN == 64 || kBlockN == 128 || kBlockN == 176, "S = Q K^T is one m64n{64,128,176} product per k step");
-  using Fallback = WgFwdTile<kHeadDim_, (kBlockN_ > 128 ? 128 : kBlockN_), true, false>;
+  static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
   // Q + the K and V stages, 16-bit, + 1 KB of alignment slack + the mbarriers (Q,
   // full and empty per stage).
   static constexpr int kSmemBytes =
@@ -182,13 +148,13 @@ struct WsBwdTile {
 #if !defined(DISTATTN_CUDA_TILES_ALT)
 
 // Warpgroup MMA (wgmma) entries.
-// fwd d = 128: 2 warpgroups x 64 query rows, 128-key tiles, ping-pong schedule
-// (3 mbarrier stages, 230 KB smem) with K/V by TMA (161 regs): 532.8 TF/s against
-// 472.3 with cp.async and 396.4 for the plain schedule in the same run (NOTES.md run 14).
-using FwdTileD128 = WgFwdTile<128, 128, true, true>;
-// fwd d = 64 (H = 64): 64-key tiles, ping-pong with TMA: 374.1 TF/s against 352.0 for
-// the plain schedule and 346.6 for ping-pong with cp.async (run 14).
-using FwdTileD64 = WgFwdTile<64, 64, true, true>;
+// fwd: warp-specialized, 128-key tiles, 2 K + 2 V stages, the intra-warpgroup overlap
+// inside the ping-pong (NOTES.md run 31, causal bf16, S = 8K / 16K / 32K): d = 128
+// 609.2 / 618.4 / 603.0 TF/s against 524.2 / 527.2 / 540.1 for the TMA ping-pong
+// kernel it replaced; d = 64 (H = 64) 389.3 / 411.1 / 417.7 against 361.0 / 397.9 /
+// 394.7 (a 64-key tile: 333.3 / 357.0 / 370.3).
+using FwdTileD128 = WsFwdTile<128>;
+using FwdTileD64  = WsFwdTile<64>;
 // bwd: warp-specialized (producer warpgroup with TMA and the dQ bulk reductions, 2
 // consumer warpgroups of 64 keys at 224 registers, no spill). S = 32K causal, NOTES.md
 // run 30: d = 128 508.5 TF/s against 367.0 for the wgmma kernel before it (now its
@@ -217,12 +183,5 @@ using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
 using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
 
 #endif
-
-// The warp-specialized forward with the intra-warpgroup overlap (FA3's schedule),
-// selected at run time by DISTATTN_FWD_VARIANT=ws (attn_dispatch.cu) so that the
-// unit tests and the benchmarks can put it beside the shipped entries above;
-// measurement pending (NOTES.md round 5).
-using FwdTileD128Ws = WsFwdTile<128, 128>;
-using FwdTileD64Ws  = WsFwdTile<64, 128>;
 
 }  // namespace DistAttn::Impl::cuda

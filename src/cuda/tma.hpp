@@ -18,14 +18,9 @@
 
 namespace DistAttn::Impl::cuda {
 
-/// Both tensor maps of one launch, passed to the kernel as one __grid_constant__
-/// parameter (CUtensorMap carries its own alignment).
-struct KVTensorMaps {
-  CUtensorMap k;
-  CUtensorMap v;
-};
-/// The warp-specialized forward's maps: Q (boxes of 64 columns x the query tile) and
-/// K, V (64 columns x the key tile).
+/// The forward's maps, passed to the kernel as one __grid_constant__ parameter
+/// (CUtensorMap carries its own alignment): Q (boxes of 64 columns x the query tile)
+/// and K, V (64 columns x the key tile).
 struct FwdTensorMaps {
   CUtensorMap q;
   CUtensorMap k;
