@@ -88,17 +88,21 @@ def run_time(doc):
 
 
 def efficiencies(runs):
-    """(schedule, P, S, efficiency, baseline P) of every run."""
-    best = {}
+    """(schedule, P, S, efficiency, baseline P) of every run. The baseline at a
+    sequence length is the one-device run (`--schedule local`) of the same shape
+    when there is one, else the same schedule's run with the fewest ranks."""
+    best, local = {}, {}
     for _, d in runs:
         c = d["config"]
         k = (shape_key(c), c["seq"])
         if k not in best or c["ranks"] < best[k]["config"]["ranks"]:
             best[k] = d
+        if c["schedule"] == "local":
+            local[(shape_key(c)[1:], c["seq"])] = d
     out = []
     for _, d in runs:
         c = d["config"]
-        base = best[(shape_key(c), c["seq"])]
+        base = local.get((shape_key(c)[1:], c["seq"]), best[(shape_key(c), c["seq"])])
         p0, t0, t = base["config"]["ranks"], run_time(base), run_time(d)
         out.append((c["schedule"], c["ranks"], c["seq"], t0 * p0 / (t * c["ranks"]) if t > 0 else 0.0, p0))
     return out
@@ -132,25 +136,31 @@ def plot_timeline(plt, name, doc, path):
     fig, ax = plt.subplots(figsize=(11, 0.6 * len(doc["ranks"]) + 1.6))
     colors = {"wait": "#d62728", "compute": "#1f77b4", "other": "#bbbbbb"}
     used = set()
+    # Steps run in order on each rank. On GPUs the host clock gives when a step
+    # was enqueued, not when it ran, so a step starts no earlier than the
+    # previous one's wait and compute ended; gaps are "other" (host work).
     for r in doc["ranks"]:
         fwd = r["forward"]
-        steps = fwd["timeline"]
-        for i, st in enumerate(steps):
-            end = steps[i + 1]["start_s"] if i + 1 < len(steps) else fwd["total_s"]
-            t = st["start_s"]
-            for kind, dur in (("wait", st["wait_s"]), ("compute", st["compute_s"]),
-                              ("other", max(0.0, end - st["start_s"] - st["wait_s"] - st["compute_s"]))):
+        t = 0.0
+        for i, st in enumerate(fwd["timeline"]):
+            begin = max(st["start_s"], t)
+            for kind, left, dur in (("other", t, begin - t), ("wait", begin, st["wait_s"]),
+                                    ("compute", begin + st["wait_s"], st["compute_s"])):
                 if dur <= 0:
                     continue
-                ax.barh(r["rank"], dur * 1e3, left=t * 1e3, color=colors[kind], edgecolor="white", linewidth=0.3,
+                ax.barh(r["rank"], dur * 1e3, left=left * 1e3, color=colors[kind], edgecolor="white", linewidth=0.3,
                         label=None if kind in used else kind)
                 used.add(kind)
-                t += dur
-            ax.text(st["start_s"] * 1e3, r["rank"] + 0.42, f"{i}", fontsize=6, va="bottom")
+            ax.text(begin * 1e3, r["rank"] + 0.42, f"{i}", fontsize=6, va="bottom")
+            t = begin + st["wait_s"] + st["compute_s"]
+        if fwd["total_s"] > t:
+            ax.barh(r["rank"], (fwd["total_s"] - t) * 1e3, left=t * 1e3, color=colors["other"], edgecolor="white",
+                    linewidth=0.3, label=None if "other" in used else "other")
+            used.add("other")
     c = doc["config"]
     ax.set_yticks([r["rank"] for r in doc["ranks"]])
     ax.invert_yaxis()
-    ax.set_xlabel("ms since the forward pass began (host clock; numbers: schedule steps)")
+    ax.set_xlabel("ms since the forward pass began (steps in order; numbers: schedule steps)")
     ax.set_ylabel("rank")
     ax.set_title(f"{c['schedule']} forward, P={c['ranks']} S={c['seq']} ({c['execution_space'] if 'execution_space' in c else ''}"
                  f" {c['dtype']}): {os.path.basename(name)}")
