@@ -47,45 +47,124 @@ class HeadExchange {
   const AccView& dk() const { return gkh_; }
   const AccView& dv() const { return gvh_; }
 
+  /// One pipeline group: query heads [q0, q0 + nq) and K/V heads [k0, k0 + nk)
+  /// of every rank's share (nk = 0: the group carries no K/V).
+  struct Slice {
+    int q0 = 0, nq = 0, k0 = 0, nk = 0;
+  };
+  using Reqs = std::vector<Req>;
+
+  /// Group g of G (UlyssesHeadGroups): L/G query heads; K/V heads split alike when
+  /// G divides Lk, else all of them (Lk = 1) travel with group 0.
+  Slice slice(int g, int G) const {
+    const int L = heads_.local_heads(), Lk = heads_.local_kv_heads();
+    Slice s{g * (L / G), L / G, 0, 0};
+    if (Lk % G == 0)
+      s.k0 = g * (Lk / G), s.nk = Lk / G;
+    else if (g == 0)
+      s.nk = Lk;
+    return s;
+  }
+  Slice whole() const { return slice(0, 1); }
+
   /// q, k, v (sequence side, any layout) -> q(), k(), v(), one all-to-all.
   template <class QV, class KV, class VV>
   void inputs_to_heads(const QV& qc, const KV& kc, const VV& vc) {
-    ensure_forward();
-    const Slots3 s = qkv_slots();
-    pack_heads(compute_, qc, qmap(), isend_, s.a, "DistAttn::ulysses.pack_q");
-    pack_heads(compute_, kc, kmap(), isend_, s.b, "DistAttn::ulysses.pack_k");
-    pack_heads(compute_, vc, kmap(), isend_, s.c, "DistAttn::ulysses.pack_v");
-    exchange(isend_, irecv_, UlyssesPhase::QKV);
-    move_tokens<false>(compute_, qh_, irecv_, s.a, P(), "DistAttn::ulysses.unpack_q");
-    move_tokens<false>(compute_, kh_, irecv_, s.b, P(), "DistAttn::ulysses.unpack_k");
-    move_tokens<false>(compute_, vh_, irecv_, s.c, P(), "DistAttn::ulysses.unpack_v");
+    Reqs r = post_inputs(qc, kc, vc, whole());
+    finish_inputs(r, whole());
   }
+  /// Packs the slice's q, k, v and posts their all-to-all (finish_inputs unpacks).
+  template <class QV, class KV, class VV>
+  Reqs post_inputs(const QV& qc, const KV& kc, const VV& vc, const Slice& sl) {
+    ensure_forward();
+    const Slots3 s = qkv_slots(sl);
+    const auto send = qkv_region(isend_, sl), recv = qkv_region(irecv_, sl);
+    pack_heads(compute_, qc, qmap(sl), send, s.a, "DistAttn::ulysses.pack_q");
+    if (sl.nk > 0) {
+      pack_heads(compute_, kc, kmap(sl), send, s.b, "DistAttn::ulysses.pack_k");
+      pack_heads(compute_, vc, kmap(sl), send, s.c, "DistAttn::ulysses.pack_v");
+    }
+    Reqs r;
+    post(send, recv, UlyssesPhase::QKV, r);
+    return r;
+  }
+  void finish_inputs(Reqs& r, const Slice& sl) {
+    rec_.wait_on(r, true);
+    const Slots3 s = qkv_slots(sl);
+    const auto recv = qkv_region(irecv_, sl);
+    move_tokens<false>(compute_, q(sl), recv, s.a, P(), "DistAttn::ulysses.unpack_q");
+    if (sl.nk == 0) return;
+    move_tokens<false>(compute_, k(sl), recv, s.b, P(), "DistAttn::ulysses.unpack_k");
+    move_tokens<false>(compute_, v(sl), recv, s.c, P(), "DistAttn::ulysses.unpack_v");
+  }
+
+  /// Head-side views of one slice (LayoutStride subviews over the heads).
+  auto q(const Slice& s) const { return heads4(qh_, s.q0, s.nq); }
+  auto k(const Slice& s) const { return heads4(kh_, s.k0, s.nk); }
+  auto v(const Slice& s) const { return heads4(vh_, s.k0, s.nk); }
+  auto o(const Slice& s) const { return heads4(oh_, s.q0, s.nq); }
+  auto dout(const Slice& s) const { return heads4(doh_, s.q0, s.nq); }
+  auto lse(const Slice& s) const { return heads3(lseh_, s.q0, s.nq); }
+  auto delta(const Slice& s) const { return heads3(delh_, s.q0, s.nq); }
+  auto dq(const Slice& s) const { return heads4(gqh_, s.q0, s.nq); }
+  auto dk(const Slice& s) const { return heads4(gkh_, s.k0, s.nk); }
+  auto dv(const Slice& s) const { return heads4(gvh_, s.k0, s.nk); }
 
   /// o(), lse() (head side) -> o, lse (sequence side, any layout).
   template <class OV, class LV>
   void output_from_heads(const OV& o, const LV& lse) {
-    const BlockSlot so{q_words(), 0}, sl{stat_words(), 0};
-    move_tokens<true>(compute_, oh_, osend_, so, P(), "DistAttn::ulysses.pack_o");
-    move_token_stats<true>(compute_, lseh_, lsend_, sl, P(), "DistAttn::ulysses.pack_lse");
-    exchange(osend_, orecv_, UlyssesPhase::Out);
-    exchange(lsend_, lrecv_, UlyssesPhase::Out);
-    unpack_heads(compute_, orecv_, so, qmap(), o, "DistAttn::ulysses.unpack_o");
-    move_head_stats<false>(compute_, lse, qmap(), lrecv_, sl, "DistAttn::ulysses.unpack_lse");
+    Reqs r = post_output(whole());
+    finish_output(r, o, lse, whole());
+  }
+  /// Packs the slice's O and LSE and posts their all-to-alls.
+  Reqs post_output(const Slice& sl) {
+    const BlockSlot so{q_words(sl), 0}, st{stat_words(sl), 0};
+    const auto os = region(osend_, sl, q_words(sl)), ls = region(lsend_, sl, stat_words(sl));
+    move_tokens<true>(compute_, o(sl), os, so, P(), "DistAttn::ulysses.pack_o");
+    move_token_stats<true>(compute_, lse(sl), ls, st, P(), "DistAttn::ulysses.pack_lse");
+    Reqs r;
+    post(os, region(orecv_, sl, q_words(sl)), UlyssesPhase::Out, r);
+    post(ls, region(lrecv_, sl, stat_words(sl)), UlyssesPhase::Out, r);
+    return r;
+  }
+  template <class OV, class LV>
+  void finish_output(Reqs& r, const OV& o, const LV& lse, const Slice& sl) {
+    rec_.wait_on(r, true);
+    const BlockSlot so{q_words(sl), 0}, st{stat_words(sl), 0};
+    unpack_heads(compute_, region(orecv_, sl, q_words(sl)), so, qmap(sl), o, "DistAttn::ulysses.unpack_o");
+    move_head_stats<false>(compute_, lse, qmap(sl), region(lrecv_, sl, stat_words(sl)), st,
+                           "DistAttn::ulysses.unpack_lse");
   }
 
   /// dO and two row statistics (LSE, then Delta or any other) -> dout(), lse(), delta().
   template <class DV, class LV, class SV>
   void dout_to_heads(const DV& dc, const LV& lse, const SV& second) {
+    Reqs r = post_dout(dc, lse, second, whole());
+    finish_dout(r, whole());
+  }
+  /// Packs the slice's dO, LSE and Delta and posts their all-to-alls.
+  template <class DV, class LV, class SV>
+  Reqs post_dout(const DV& dc, const LV& lse, const SV& second, const Slice& sl) {
     ensure_backward();
-    const BlockSlot sd{q_words(), 0}, sl{2 * stat_words(), 0}, s2{2 * stat_words(), stat_words()};
-    pack_heads(compute_, dc, qmap(), osend_, sd, "DistAttn::ulysses.pack_do");
-    move_head_stats<true>(compute_, lse, qmap(), ssend_, sl, "DistAttn::ulysses.pack_lse");
-    move_head_stats<true>(compute_, second, qmap(), ssend_, s2, "DistAttn::ulysses.pack_delta");
-    exchange(osend_, orecv_, UlyssesPhase::DOut);
-    exchange(ssend_, srecv_, UlyssesPhase::DOut);
-    move_tokens<false>(compute_, doh_, orecv_, sd, P(), "DistAttn::ulysses.unpack_do");
-    move_token_stats<false>(compute_, lseh_, srecv_, sl, P(), "DistAttn::ulysses.unpack_lse");
-    move_token_stats<false>(compute_, delh_, srecv_, s2, P(), "DistAttn::ulysses.unpack_delta");
+    const std::size_t sw = stat_words(sl);
+    const BlockSlot sd{q_words(sl), 0}, s1{2 * sw, 0}, s2{2 * sw, sw};
+    const auto ds = region(osend_, sl, q_words(sl)), ss = region(ssend_, sl, 2 * sw);
+    pack_heads(compute_, dc, qmap(sl), ds, sd, "DistAttn::ulysses.pack_do");
+    move_head_stats<true>(compute_, lse, qmap(sl), ss, s1, "DistAttn::ulysses.pack_lse");
+    move_head_stats<true>(compute_, second, qmap(sl), ss, s2, "DistAttn::ulysses.pack_delta");
+    Reqs r;
+    post(ds, region(orecv_, sl, q_words(sl)), UlyssesPhase::DOut, r);
+    post(ss, region(srecv_, sl, 2 * sw), UlyssesPhase::DOut, r);
+    return r;
+  }
+  void finish_dout(Reqs& r, const Slice& sl) {
+    rec_.wait_on(r, true);
+    const std::size_t sw = stat_words(sl);
+    const BlockSlot sd{q_words(sl), 0}, s1{2 * sw, 0}, s2{2 * sw, sw};
+    const auto sr = region(srecv_, sl, 2 * sw);
+    move_tokens<false>(compute_, dout(sl), region(orecv_, sl, q_words(sl)), sd, P(), "DistAttn::ulysses.unpack_do");
+    move_token_stats<false>(compute_, lse(sl), sr, s1, P(), "DistAttn::ulysses.unpack_lse");
+    move_token_stats<false>(compute_, delta(sl), sr, s2, P(), "DistAttn::ulysses.unpack_delta");
   }
 
   /// dO -> dout(), and with `with_lse` LSE -> lse() (the hybrid: its inner executor
@@ -124,14 +203,31 @@ class HeadExchange {
   /// layout), one all-to-all; replicated K/V heads' contributions are summed.
   template <class DQV, class DKV, class DVV>
   void grads_from_heads(const DQV& dq, const DKV& dk, const DVV& dv) {
-    const Slots3 s = qkv_slots();
-    move_tokens<true>(compute_, gqh_, gsend_, s.a, P(), "DistAttn::ulysses.pack_dq");
-    move_tokens<true>(compute_, gkh_, gsend_, s.b, P(), "DistAttn::ulysses.pack_dk");
-    move_tokens<true>(compute_, gvh_, gsend_, s.c, P(), "DistAttn::ulysses.pack_dv");
-    exchange(gsend_, grecv_, UlyssesPhase::Grad);
-    unpack_heads(compute_, grecv_, s.a, qmap(), dq, "DistAttn::ulysses.unpack_dq");
-    unpack_heads(compute_, grecv_, s.b, kmap(), dk, "DistAttn::ulysses.unpack_dk");
-    unpack_heads(compute_, grecv_, s.c, kmap(), dv, "DistAttn::ulysses.unpack_dv");
+    Reqs r = post_grads(whole());
+    finish_grads(r, dq, dk, dv, whole());
+  }
+  /// Packs the slice's dq, dk, dv and posts their all-to-all.
+  Reqs post_grads(const Slice& sl) {
+    const Slots3 s = qkv_slots(sl);
+    const auto send = qkv_region(gsend_, sl);
+    move_tokens<true>(compute_, dq(sl), send, s.a, P(), "DistAttn::ulysses.pack_dq");
+    if (sl.nk > 0) {
+      move_tokens<true>(compute_, dk(sl), send, s.b, P(), "DistAttn::ulysses.pack_dk");
+      move_tokens<true>(compute_, dv(sl), send, s.c, P(), "DistAttn::ulysses.pack_dv");
+    }
+    Reqs r;
+    post(send, qkv_region(grecv_, sl), UlyssesPhase::Grad, r);
+    return r;
+  }
+  template <class DQV, class DKV, class DVV>
+  void finish_grads(Reqs& r, const DQV& dq, const DKV& dk, const DVV& dv, const Slice& sl) {
+    rec_.wait_on(r, true);
+    const Slots3 s = qkv_slots(sl);
+    const auto recv = qkv_region(grecv_, sl);
+    unpack_heads(compute_, recv, s.a, qmap(sl), dq, "DistAttn::ulysses.unpack_dq");
+    if (sl.nk == 0) return;
+    unpack_heads(compute_, recv, s.b, kmap(sl), dk, "DistAttn::ulysses.unpack_dk");
+    unpack_heads(compute_, recv, s.c, kmap(sl), dv, "DistAttn::ulysses.unpack_dv");
   }
 
  private:
@@ -141,29 +237,66 @@ class HeadExchange {
   int P() const { return comm_.size(); }
   HeadMap qmap() const { return HeadMap::query(heads_); }
   HeadMap kmap() const { return HeadMap::key(heads_); }
+  HeadMap qmap(const Slice& s) const { return HeadMap::query(heads_, s.q0, s.nq); }
+  HeadMap kmap(const Slice& s) const { return HeadMap::key(heads_, s.k0, s.nk); }
   /// Elements of one rank's block: its tokens' (or its heads') share of a tensor.
-  std::size_t q_words() const { return std::size_t(B_) * c_ * heads_.local_heads() * D_; }
-  std::size_t kv_words() const { return std::size_t(B_) * c_ * heads_.local_kv_heads() * D_; }
-  std::size_t stat_words() const { return std::size_t(B_) * heads_.local_heads() * c_; }
-  /// Blocks of [q | k | v] (or [dq | dk | dv]).
-  Slots3 qkv_slots() const {
-    const std::size_t nq = q_words(), nk = kv_words(), blk = nq + 2 * nk;
+  std::size_t q_words() const { return q_words(whole()); }
+  std::size_t kv_words() const { return kv_words(whole()); }
+  std::size_t stat_words() const { return stat_words(whole()); }
+  std::size_t q_words(const Slice& s) const { return std::size_t(B_) * c_ * s.nq * D_; }
+  std::size_t kv_words(const Slice& s) const { return std::size_t(B_) * c_ * s.nk * D_; }
+  std::size_t stat_words(const Slice& s) const { return std::size_t(B_) * s.nq * c_; }
+  /// Blocks of [q | k | v] (or [dq | dk | dv]) of one slice.
+  Slots3 qkv_slots(const Slice& sl) const {
+    const std::size_t nq = q_words(sl), nk = kv_words(sl), blk = nq + 2 * nk;
     return {BlockSlot{blk, 0}, BlockSlot{blk, nq}, BlockSlot{blk, nq + nk}};
   }
-
-  /// One all-to-all of `send` (P blocks) into `recv`, waited on by the compute instance.
+  /// A slice's part of a message buffer: the groups before it come first, each
+  /// P blocks (one slice over the whole heads is the whole buffer).
   template <class V>
-  void exchange(const V& send, const V& recv, UlyssesPhase phase) {
+  V region(const V& buf, const Slice& s, std::size_t block) const {
+    const std::size_t per_head = block / std::size_t(s.nq);  // elements of one query head in a block
+    const std::size_t first = std::size_t(P()) * per_head * s.q0;
+    return Kokkos::subview(buf, Kokkos::make_pair(first, first + std::size_t(P()) * block));
+  }
+  /// [q | k | v] regions: before group g lie its predecessors' q heads and any K/V
+  /// heads they carried (all of them when only group 0 carries K/V).
+  template <class V>
+  V qkv_region(const V& buf, const Slice& s) const {
+    const std::size_t unit = std::size_t(B_) * c_ * D_;
+    const int kv_before = s.nk == 0 ? heads_.local_kv_heads() : s.k0;
+    const std::size_t first = std::size_t(P()) * unit * (std::size_t(s.q0) + 2 * std::size_t(kv_before));
+    const std::size_t len   = std::size_t(P()) * unit * (std::size_t(s.nq) + 2 * std::size_t(s.nk));
+    return Kokkos::subview(buf, Kokkos::make_pair(first, first + len));
+  }
+  template <class V>
+  static auto heads4(const V& x, int first, int count) {
+    return Kokkos::subview(x, Kokkos::ALL, Kokkos::ALL, Kokkos::make_pair(first, first + count), Kokkos::ALL);
+  }
+  template <class V>
+  static auto heads3(const V& x, int first, int count) {
+    return Kokkos::subview(x, Kokkos::ALL, Kokkos::make_pair(first, first + count), Kokkos::ALL);
+  }
+
+  /// Posts one all-to-all of `send` (P blocks) into `recv` after what compute has
+  /// queued (the packing), on the communicator's instance; adds it to `reqs`.
+  template <class V>
+  void post(const V& send, const V& recv, UlyssesPhase phase, Reqs& reqs) {
     if (rec_.skip_transfers()) return;
     comm_.depend_on(compute_);  // the blocks were packed on compute
-    std::vector<Req> reqs;
     reqs.push_back(all_to_all(comm_, send, recv));
     const std::uint64_t bytes =
         std::uint64_t(P() - 1) * (send.size() / std::size_t(P())) * sizeof(typename V::value_type);
     rec_.sent(phase, bytes);
     rec_.received(phase, bytes);
     rec_.posted();
-    rec_.wait_on(reqs, true);
+  }
+  /// One all-to-all, waited on by the compute instance.
+  template <class V>
+  void exchange(const V& send, const V& recv, UlyssesPhase phase) {
+    Reqs r;
+    post(send, recv, phase, r);
+    rec_.wait_on(r, true);
   }
 
   void ensure_forward() {

@@ -16,6 +16,11 @@
 ///             attention_bwd_update -> dq_h, dk_h, dv_h (fp32)
 ///             dq|dk|dv --all-to-all--> dq, dk, dv (replicated K/V heads summed)
 ///
+/// The all-to-alls are pipelined over head groups (UlyssesOptions::head_groups,
+/// ulysses_head_groups): group g + 1's inputs and group g - 1's results travel on
+/// the communicator's instance while group g computes on `compute`. Heads are
+/// independent, so the results are bitwise those of one group.
+///
 /// Backward reuses q_h, k_h, v_h when given the same q, k, v Views (data
 /// pointers) as the last forward, and repeats their all-to-all otherwise (the QKV
 /// phase of the backward); like autograd it assumes they were not modified.
@@ -53,7 +58,8 @@ class UlyssesAttention {
                    const UlyssesOptions& opts = {})
       : comm_(comm), compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim), opts_(opts),
         rec_(compute, opts), x_(comm, compute, rec_, batch, chunk, UlyssesHeads(comm.size(), heads, kv_heads),
-                                head_dim) {
+                                head_dim),
+        groups_(ulysses_head_groups(x_.heads(), opts.head_groups)) {
     constexpr const char* where = "DistAttn::UlyssesAttention";
     DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
@@ -63,6 +69,8 @@ class UlyssesAttention {
 
   const UlyssesStats& stats() const { return rec_.stats(); }
   const UlyssesHeads& heads() const { return x_.heads(); }
+  /// Head groups the forward and backward all-to-alls are pipelined over.
+  const UlyssesHeadGroups& head_groups() const { return groups_; }
   int chunk() const { return c_; }
   /// Forget q_h, k_h, v_h saved by forward (the next backward rebuilds them).
   void invalidate_saved_inputs() { saved_.clear(); }
@@ -77,11 +85,24 @@ class UlyssesAttention {
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
     });
     begin_pass();
-    x_.inputs_to_heads(q, k, v);
+    const int G = groups_.forward;
+    std::vector<Reqs> in(G), out(G);
+    in[0] = x_.post_inputs(q, k, v, x_.slice(0, G));
+    for (int g = 0; g < G; ++g) {
+      const Slice s = x_.slice(g, G);
+      if (g + 1 < G) in[g + 1] = x_.post_inputs(q, k, v, x_.slice(g + 1, G));
+      x_.finish_inputs(in[g], s);
+      // The head side holds the whole sequence in position order. A group
+      // without K/V of its own reads them all (one K/V head per rank).
+      const Slice kv = s.nk > 0 ? s : x_.slice(0, G);
+      rec_.timed([&] {
+        attention_fwd(compute_, x_.q(s), x_.k(kv), x_.v(kv), x_.o(s), x_.lse(s), tile_options());
+      });
+      out[g] = x_.post_output(s);
+      if (g > 0) x_.finish_output(out[g - 1], o, lse, x_.slice(g - 1, G));
+    }
+    x_.finish_output(out[G - 1], o, lse, x_.slice(G - 1, G));
     saved_.remember(q, k, v);
-    // The head side holds the whole sequence in position order.
-    rec_.timed([&] { attention_fwd(compute_, x_.q(), x_.k(), x_.v(), x_.o(), x_.lse(), tile_options()); });
-    x_.output_from_heads(o, lse);
     end_pass();
   }
 
@@ -102,21 +123,31 @@ class UlyssesAttention {
     // Delta from the sequence side's O, so O never travels.
     ensure_delta();
     attention_bwd_delta(compute_, o, dout, delta_);
-    x_.dout_to_heads(dout, lse, delta_);
+    // Backward groups always carry their K/V heads (ulysses_head_groups).
+    const int G = groups_.backward;
+    std::vector<Reqs> in(G), out(G);
     x_.clear_grads();
-    rec_.timed([&] {
-      attention_bwd_update(compute_, x_.q(), x_.k(), x_.v(), x_.dout(), x_.lse(), x_.delta(), x_.dq(), x_.dk(),
-                           x_.dv(), tile_options());
-    });
-    x_.grads_from_heads(dq, dk, dv);
+    in[0] = x_.post_dout(dout, lse, delta_, x_.slice(0, G));
+    for (int g = 0; g < G; ++g) {
+      const Slice s = x_.slice(g, G);
+      if (g + 1 < G) in[g + 1] = x_.post_dout(dout, lse, delta_, x_.slice(g + 1, G));
+      x_.finish_dout(in[g], s);
+      rec_.timed([&] {
+        attention_bwd_update(compute_, x_.q(s), x_.k(s), x_.v(s), x_.dout(s), x_.lse(s), x_.delta(s), x_.dq(s),
+                             x_.dk(s), x_.dv(s), tile_options());
+      });
+      out[g] = x_.post_grads(s);
+      if (g > 0) x_.finish_grads(out[g - 1], dq, dk, dv, x_.slice(g - 1, G));
+    }
+    x_.finish_grads(out[G - 1], dq, dk, dv, x_.slice(G - 1, G));
     end_pass();
   }
 
  private:
   std::vector<Impl::ConfigField> config(int pass) const {
-    return {{"batch", B_},      {"chunk", c_},     {"heads", H_},           {"kv_heads", Hkv_},
-            {"head_dim", D_},   {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
-            {"pass", pass}};
+    return {{"batch", B_},        {"chunk", c_},     {"heads", H_},           {"kv_heads", Hkv_},
+            {"head_dim", D_},     {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
+            {"head_groups", groups_.forward}, {"pass", pass}};
   }
 
   template <class QV, class KV, class VV>
@@ -145,7 +176,11 @@ class UlyssesAttention {
   int B_, c_, H_, Hkv_, D_;
   UlyssesOptions opts_;
   Impl::PassRecorder<Exec, UlyssesStats> rec_;
-  Impl::HeadExchange<T, CommSpace, Exec> x_;
+  using Exchange = Impl::HeadExchange<T, CommSpace, Exec>;
+  using Slice    = typename Exchange::Slice;
+  using Reqs     = typename Exchange::Reqs;
+  Exchange x_;
+  UlyssesHeadGroups groups_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::SavedInputs saved_;
   RowStats<Acc, Mem> delta_;

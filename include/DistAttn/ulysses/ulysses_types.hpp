@@ -6,12 +6,17 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/executor/executor_options.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
 namespace DistAttn {
 
-struct UlyssesOptions : ExecutorOptions {};
+struct UlyssesOptions : ExecutorOptions {
+  /// Head groups the all-to-alls are pipelined over (ulysses_head_groups): group
+  /// g + 1 travels while group g computes. 0 = the default, 1 = no pipelining.
+  int head_groups = 0;
+};
 
 /// @brief Which heads rank g works on after the all-to-all.
 ///
@@ -45,6 +50,48 @@ struct UlyssesHeads {
   /// Ranks that hold each K/V head (1 unless K/V heads are replicated).
   int kv_replicas() const { return kv_heads >= ranks ? 1 : ranks / kv_heads; }
 };
+
+/// @brief The head groups a Ulysses pass is pipelined over.
+///
+/// Forward splits each rank's L = H/P query heads into G groups of L/G; each
+/// group's q (and K/V) travel, compute and return as their own all-to-alls, so
+/// group g + 1's exchange (and group g - 1's return) is in flight while group g
+/// computes. K/V heads split with their query heads when G divides Lk (each
+/// group's query heads read exactly its K/V heads); with one K/V head per rank
+/// (Lk = 1: Hkv = P, or replicated) K/V travel whole with group 0. Backward
+/// pipelines over G only when G divides Lk: a K/V head's dK/dV is one sum over
+/// all its query heads inside a single call, and splitting that sum over calls
+/// would change its rounding; otherwise it runs as one group. Heads are
+/// independent in every kernel, so results are bitwise those of G = 1.
+struct UlyssesHeadGroups {
+  int forward = 1;
+  int backward = 1;
+};
+/// Largest default group count: past a few groups the per-call and per-message
+/// overheads outweigh the smaller exposed first and last exchanges.
+inline constexpr int kDefaultUlyssesHeadGroups = 4;
+
+/// G for `requested` (0 = the largest valid G <= kDefaultUlyssesHeadGroups).
+/// Valid: G divides L, and G divides Lk or Lk = 1.
+inline UlyssesHeadGroups ulysses_head_groups(const UlyssesHeads& h, int requested) {
+  constexpr const char* where = "DistAttn::UlyssesOptions::head_groups";
+  const int L = h.local_heads(), Lk = h.local_kv_heads();
+  auto valid = [&](int G) { return G >= 1 && L % G == 0 && (Lk % G == 0 || Lk == 1); };
+  int G = requested;
+  if (G == 0) {
+    G = 1;
+    for (int g = std::min(L, kDefaultUlyssesHeadGroups); g > 1; --g)
+      if (valid(g)) {
+        G = g;
+        break;
+      }
+  }
+  DISTATTN_REQUIRE(requested >= 0, where, "head_groups must be >= 0 (0 = default), got " << requested);
+  DISTATTN_REQUIRE(valid(G), where,
+                   "head_groups=" << G << " must divide the " << L << " query heads per rank and either divide its "
+                                  << Lk << " K/V heads or that must be 1");
+  return UlyssesHeadGroups{G, Lk % G == 0 ? G : 1};
+}
 
 /// @brief What travels, each as one all-to-all.
 enum class UlyssesPhase : int {
