@@ -172,7 +172,7 @@ TEST(CostModelExecutors, Ulysses) {
     if (H % P || !(Hkv % P == 0 || P % Hkv == 0)) continue;
     const UlyssesHeads hd(P, H, Hkv);
     for (int G : {0, 1, 2, 3}) {
-      if (G > 0 && (hd.local_heads() % G || (hd.local_kv_heads() % G && hd.local_kv_heads() != 1))) continue;
+      if (G > 0 && (hd.local_heads() % G || hd.local_kv_heads() % G)) continue;
       SCOPED_TRACE("H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " P=" + std::to_string(P) +
                    " G=" + std::to_string(G));
       Chunk x(B, c, H, Hkv, D);

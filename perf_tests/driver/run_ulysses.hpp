@@ -41,10 +41,9 @@ int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, cons
     std::printf("# schedule ulysses  ranks %d  seq %ld (chunk %d%s)  b %d h %d h_kv %d d %d  dtype %s causal %d\n", P,
                 N, c, long(c) * P != N ? ", padded" : "", o.batch, o.heads, o.kv_heads, o.dim, o.dtype.c_str(),
                 int(o.causal));
-    const UlyssesHeadGroups g = ulysses_head_groups(h, o.ulysses_groups);
     std::printf("# heads per rank %d, kv heads per rank %d (each kv head on %d rank(s)); pipelined over %d head "
-                "group(s) forward, %d backward\n",
-                h.local_heads(), h.local_kv_heads(), h.kv_replicas(), g.forward, g.backward);
+                "group(s)\n",
+                h.local_heads(), h.local_kv_heads(), h.kv_replicas(), ulysses_head_groups(h, o.ulysses_groups));
   };
   return run_executor<T>(o, run, compute, mpi);
 }

@@ -75,17 +75,16 @@ inline double ulysses_pipeline_seconds(const std::vector<double>& in, const std:
 inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem& pr, int P, const MachineModel& m,
                                            const RankPlacement& place, int head_groups = 0) {
   const UlyssesHeads h(P, pr.heads, pr.kv_heads);
-  const UlyssesHeadGroups hg = ulysses_head_groups(h, head_groups);
+  const int G = ulysses_head_groups(h, head_groups), Lg = h.local_heads() / G, Lkg = h.local_kv_heads() / G;
   const UlyssesSizes z = ulysses_sizes(pr, P, pr.seq_len / P);
   const bool bwd = dir == TileDirection::Backward;
-  const int G = bwd ? hg.backward : hg.forward, Lg = h.local_heads() / G;
   const double N = double(pr.seq_len);
   const double pairs = pr.causal ? double(causal_pairs({0, 1}, pr.seq_len, {0, 1}, pr.seq_len)) : N * N;
   const ShapeClass cls{dir, pr.causal ? BlockKind::Causal : BlockKind::Full, pr.dtype, pr.head_dim};
   std::vector<double> in(G, 0), comp(G, m.tiles.call_seconds(cls, double(pr.batch) * Lg, pairs)), out(G, 0);
   PassPrediction p;
   for (int g = 0; g < G; ++g)
-    for (const UlyssesExchange& e : ulysses_slice_exchanges(z, bwd, Lg, ulysses_group_kv_heads(h, g, G))) {
+    for (const UlyssesExchange& e : ulysses_slice_exchanges(z, bwd, Lg, Lkg)) {
       const double t = all_to_all_seconds(m, place, z.degree, double(pr.batch) * e.bytes);
       (e.phase == UlyssesPhase::QKV || e.phase == UlyssesPhase::DOut ? in : out)[g] += t;
       p.max_bytes_sent += std::int64_t(pr.batch) * e.bytes;

@@ -88,13 +88,6 @@ inline std::vector<UlyssesExchange> ulysses_exchanges(const UlyssesSizes& z, boo
   return ulysses_slice_exchanges(z, backward, h.local_heads(), h.local_kv_heads(), reuse_qkv, role);
 }
 
-/// K/V heads group g of G carries (Impl::HeadExchange::slice): an even share when
-/// G divides Lk, else all Lk (= 1) with group 0.
-inline int ulysses_group_kv_heads(const UlyssesHeads& h, int g, int G) {
-  const int Lk = h.local_kv_heads();
-  return Lk % G == 0 ? Lk / G : (g == 0 ? Lk : 0);
-}
-
 inline std::int64_t ulysses_pass_bytes(const UlyssesSizes& z, bool backward, bool reuse_qkv = true,
                                        UlyssesRole role = UlyssesRole::Ulysses) {
   std::int64_t b = 0;

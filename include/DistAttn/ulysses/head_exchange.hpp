@@ -48,22 +48,16 @@ class HeadExchange {
   const AccView& dv() const { return gvh_; }
 
   /// One pipeline group: query heads [q0, q0 + nq) and K/V heads [k0, k0 + nk)
-  /// of every rank's share (nk = 0: the group carries no K/V).
+  /// of every rank's share.
   struct Slice {
     int q0 = 0, nq = 0, k0 = 0, nk = 0;
   };
   using Reqs = std::vector<Req>;
 
-  /// Group g of G (UlyssesHeadGroups): L/G query heads; K/V heads split alike when
-  /// G divides Lk, else all of them (Lk = 1) travel with group 0.
+  /// Group g of G (ulysses_head_groups: G divides L and Lk).
   Slice slice(int g, int G) const {
     const int L = heads_.local_heads(), Lk = heads_.local_kv_heads();
-    Slice s{g * (L / G), L / G, 0, 0};
-    if (Lk % G == 0)
-      s.k0 = g * (Lk / G), s.nk = Lk / G;
-    else if (g == 0)
-      s.nk = Lk;
-    return s;
+    return Slice{g * (L / G), L / G, g * (Lk / G), Lk / G};
   }
   Slice whole() const { return slice(0, 1); }
 
@@ -80,10 +74,8 @@ class HeadExchange {
     const Slots3 s = qkv_slots(sl);
     const auto send = qkv_region(isend_, sl), recv = qkv_region(irecv_, sl);
     pack_heads(compute_, qc, qmap(sl), send, s.a, "DistAttn::ulysses.pack_q");
-    if (sl.nk > 0) {
-      pack_heads(compute_, kc, kmap(sl), send, s.b, "DistAttn::ulysses.pack_k");
-      pack_heads(compute_, vc, kmap(sl), send, s.c, "DistAttn::ulysses.pack_v");
-    }
+    pack_heads(compute_, kc, kmap(sl), send, s.b, "DistAttn::ulysses.pack_k");
+    pack_heads(compute_, vc, kmap(sl), send, s.c, "DistAttn::ulysses.pack_v");
     Reqs r;
     post(send, recv, UlyssesPhase::QKV, r);
     return r;
@@ -93,12 +85,14 @@ class HeadExchange {
     const Slots3 s = qkv_slots(sl);
     const auto recv = qkv_region(irecv_, sl);
     move_tokens<false>(compute_, q(sl), recv, s.a, P(), "DistAttn::ulysses.unpack_q");
-    if (sl.nk == 0) return;
     move_tokens<false>(compute_, k(sl), recv, s.b, P(), "DistAttn::ulysses.unpack_k");
     move_tokens<false>(compute_, v(sl), recv, s.c, P(), "DistAttn::ulysses.unpack_v");
   }
 
-  /// Head-side views of one slice (LayoutStride subviews over the heads).
+  /// Head-side views of one slice. The head-side tensors hold the groups one after
+  /// the other (group-major: [G][B, N, L/G, D], statistics [G][B, L/G, N]), so each
+  /// group is a contiguous row-major tensor that the tuned kernels read at full
+  /// speed; with G = 1 that is q(), k(), ... A pass must use one G throughout.
   auto q(const Slice& s) const { return heads4(qh_, s.q0, s.nq); }
   auto k(const Slice& s) const { return heads4(kh_, s.k0, s.nk); }
   auto v(const Slice& s) const { return heads4(vh_, s.k0, s.nk); }
@@ -211,10 +205,8 @@ class HeadExchange {
     const Slots3 s = qkv_slots(sl);
     const auto send = qkv_region(gsend_, sl);
     move_tokens<true>(compute_, dq(sl), send, s.a, P(), "DistAttn::ulysses.pack_dq");
-    if (sl.nk > 0) {
-      move_tokens<true>(compute_, dk(sl), send, s.b, P(), "DistAttn::ulysses.pack_dk");
-      move_tokens<true>(compute_, dv(sl), send, s.c, P(), "DistAttn::ulysses.pack_dv");
-    }
+    move_tokens<true>(compute_, dk(sl), send, s.b, P(), "DistAttn::ulysses.pack_dk");
+    move_tokens<true>(compute_, dv(sl), send, s.c, P(), "DistAttn::ulysses.pack_dv");
     Reqs r;
     post(send, qkv_region(grecv_, sl), UlyssesPhase::Grad, r);
     return r;
@@ -225,7 +217,6 @@ class HeadExchange {
     const Slots3 s = qkv_slots(sl);
     const auto recv = qkv_region(grecv_, sl);
     unpack_heads(compute_, recv, s.a, qmap(sl), dq, "DistAttn::ulysses.unpack_dq");
-    if (sl.nk == 0) return;
     unpack_heads(compute_, recv, s.b, kmap(sl), dk, "DistAttn::ulysses.unpack_dk");
     unpack_heads(compute_, recv, s.c, kmap(sl), dv, "DistAttn::ulysses.unpack_dv");
   }
@@ -259,23 +250,28 @@ class HeadExchange {
     const std::size_t first = std::size_t(P()) * per_head * s.q0;
     return Kokkos::subview(buf, Kokkos::make_pair(first, first + std::size_t(P()) * block));
   }
-  /// [q | k | v] regions: before group g lie its predecessors' q heads and any K/V
-  /// heads they carried (all of them when only group 0 carries K/V).
+  /// [q | k | v] regions: before group g lie its predecessors' q, k and v heads.
   template <class V>
   V qkv_region(const V& buf, const Slice& s) const {
     const std::size_t unit = std::size_t(B_) * c_ * D_;
-    const int kv_before = s.nk == 0 ? heads_.local_kv_heads() : s.k0;
-    const std::size_t first = std::size_t(P()) * unit * (std::size_t(s.q0) + 2 * std::size_t(kv_before));
+    const std::size_t first = std::size_t(P()) * unit * (std::size_t(s.q0) + 2 * std::size_t(s.k0));
     const std::size_t len   = std::size_t(P()) * unit * (std::size_t(s.nq) + 2 * std::size_t(s.nk));
     return Kokkos::subview(buf, Kokkos::make_pair(first, first + len));
   }
+  /// Heads [first, first + count) of a group-major head-side tensor.
   template <class V>
   static auto heads4(const V& x, int first, int count) {
-    return Kokkos::subview(x, Kokkos::ALL, Kokkos::ALL, Kokkos::make_pair(first, first + count), Kokkos::ALL);
+    using U = Kokkos::View<typename V::value_type****, Kokkos::LayoutRight, typename V::memory_space,
+                           Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    const std::size_t B = x.extent(0), N = x.extent(1), D = x.extent(3);
+    return U(x.data() + B * N * std::size_t(first) * D, B, N, std::size_t(count), D);
   }
   template <class V>
   static auto heads3(const V& x, int first, int count) {
-    return Kokkos::subview(x, Kokkos::ALL, Kokkos::make_pair(first, first + count), Kokkos::ALL);
+    using U = Kokkos::View<typename V::value_type***, Kokkos::LayoutRight, typename V::memory_space,
+                           Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    const std::size_t B = x.extent(0), N = x.extent(2);
+    return U(x.data() + B * std::size_t(first) * N, B, std::size_t(count), N);
   }
 
   /// Posts one all-to-all of `send` (P blocks) into `recv` after what compute has

@@ -69,8 +69,8 @@ class UlyssesAttention {
 
   const UlyssesStats& stats() const { return rec_.stats(); }
   const UlyssesHeads& heads() const { return x_.heads(); }
-  /// Head groups the forward and backward all-to-alls are pipelined over.
-  const UlyssesHeadGroups& head_groups() const { return groups_; }
+  /// Head groups the all-to-alls are pipelined over.
+  int head_groups() const { return groups_; }
   int chunk() const { return c_; }
   /// Forget q_h, k_h, v_h saved by forward (the next backward rebuilds them).
   void invalidate_saved_inputs() { saved_.clear(); }
@@ -85,19 +85,15 @@ class UlyssesAttention {
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
     });
     begin_pass();
-    const int G = groups_.forward;
+    const int G = groups_;
     std::vector<Reqs> in(G), out(G);
     in[0] = x_.post_inputs(q, k, v, x_.slice(0, G));
     for (int g = 0; g < G; ++g) {
       const Slice s = x_.slice(g, G);
       if (g + 1 < G) in[g + 1] = x_.post_inputs(q, k, v, x_.slice(g + 1, G));
       x_.finish_inputs(in[g], s);
-      // The head side holds the whole sequence in position order. A group
-      // without K/V of its own reads them all (one K/V head per rank).
-      const Slice kv = s.nk > 0 ? s : x_.slice(0, G);
-      rec_.timed([&] {
-        attention_fwd(compute_, x_.q(s), x_.k(kv), x_.v(kv), x_.o(s), x_.lse(s), tile_options());
-      });
+      // The head side holds the whole sequence in position order.
+      rec_.timed([&] { attention_fwd(compute_, x_.q(s), x_.k(s), x_.v(s), x_.o(s), x_.lse(s), tile_options()); });
       out[g] = x_.post_output(s);
       if (g > 0) x_.finish_output(out[g - 1], o, lse, x_.slice(g - 1, G));
     }
@@ -117,14 +113,16 @@ class UlyssesAttention {
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
     });
     const bool reuse = saved_.same(q, k, v);
+    const int G      = groups_;
     begin_pass();
-    if (!reuse) x_.inputs_to_heads(q, k, v);
+    for (int g = 0; g < G && !reuse; ++g) {  // in the forward's group-major layout
+      Reqs r = x_.post_inputs(q, k, v, x_.slice(g, G));
+      x_.finish_inputs(r, x_.slice(g, G));
+    }
     saved_.remember(q, k, v);
     // Delta from the sequence side's O, so O never travels.
     ensure_delta();
     attention_bwd_delta(compute_, o, dout, delta_);
-    // Backward groups always carry their K/V heads (ulysses_head_groups).
-    const int G = groups_.backward;
     std::vector<Reqs> in(G), out(G);
     x_.clear_grads();
     in[0] = x_.post_dout(dout, lse, delta_, x_.slice(0, G));
@@ -147,7 +145,7 @@ class UlyssesAttention {
   std::vector<Impl::ConfigField> config(int pass) const {
     return {{"batch", B_},        {"chunk", c_},     {"heads", H_},           {"kv_heads", Hkv_},
             {"head_dim", D_},     {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
-            {"head_groups", groups_.forward}, {"pass", pass}};
+            {"head_groups", groups_}, {"pass", pass}};
   }
 
   template <class QV, class KV, class VV>
@@ -180,7 +178,7 @@ class UlyssesAttention {
   using Slice    = typename Exchange::Slice;
   using Reqs     = typename Exchange::Reqs;
   Exchange x_;
-  UlyssesHeadGroups groups_;
+  int groups_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::SavedInputs saved_;
   RowStats<Acc, Mem> delta_;

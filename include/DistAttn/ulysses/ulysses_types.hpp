@@ -51,32 +51,26 @@ struct UlyssesHeads {
   int kv_replicas() const { return kv_heads >= ranks ? 1 : ranks / kv_heads; }
 };
 
-/// @brief The head groups a Ulysses pass is pipelined over.
+/// @brief The head groups G a Ulysses pass is pipelined over.
 ///
-/// Forward splits each rank's L = H/P query heads into G groups of L/G; each
-/// group's q (and K/V) travel, compute and return as their own all-to-alls, so
-/// group g + 1's exchange (and group g - 1's return) is in flight while group g
-/// computes. K/V heads split with their query heads when G divides Lk (each
-/// group's query heads read exactly its K/V heads); with one K/V head per rank
-/// (Lk = 1: Hkv = P, or replicated) K/V travel whole with group 0. Backward
-/// pipelines over G only when G divides Lk: a K/V head's dK/dV is one sum over
-/// all its query heads inside a single call, and splitting that sum over calls
-/// would change its rounding; otherwise it runs as one group. Heads are
+/// Each rank's L = H/P query heads and Lk K/V heads split into G groups of L/G
+/// and Lk/G (each group's query heads read exactly its K/V heads); each group's
+/// inputs travel, compute and return as their own all-to-alls, so group g + 1's
+/// inputs (and group g - 1's results) are in flight while group g computes. G
+/// must divide Lk: a K/V head's dK/dV is one sum over all its query heads inside
+/// a single call, and splitting that sum over calls would change its rounding.
+/// So with one K/V head per rank (Hkv <= P) nothing is pipelined. Heads are
 /// independent in every kernel, so results are bitwise those of G = 1.
-struct UlyssesHeadGroups {
-  int forward = 1;
-  int backward = 1;
-};
 /// Largest default group count: past a few groups the per-call and per-message
 /// overheads outweigh the smaller exposed first and last exchanges.
 inline constexpr int kDefaultUlyssesHeadGroups = 4;
 
 /// G for `requested` (0 = the largest valid G <= kDefaultUlyssesHeadGroups).
-/// Valid: G divides L, and G divides Lk or Lk = 1.
-inline UlyssesHeadGroups ulysses_head_groups(const UlyssesHeads& h, int requested) {
+/// Valid: G divides both L and Lk.
+inline int ulysses_head_groups(const UlyssesHeads& h, int requested) {
   constexpr const char* where = "DistAttn::UlyssesOptions::head_groups";
   const int L = h.local_heads(), Lk = h.local_kv_heads();
-  auto valid = [&](int G) { return G >= 1 && L % G == 0 && (Lk % G == 0 || Lk == 1); };
+  auto valid = [&](int G) { return G >= 1 && L % G == 0 && Lk % G == 0; };
   int G = requested;
   if (G == 0) {
     G = 1;
@@ -88,9 +82,9 @@ inline UlyssesHeadGroups ulysses_head_groups(const UlyssesHeads& h, int requeste
   }
   DISTATTN_REQUIRE(requested >= 0, where, "head_groups must be >= 0 (0 = default), got " << requested);
   DISTATTN_REQUIRE(valid(G), where,
-                   "head_groups=" << G << " must divide the " << L << " query heads per rank and either divide its "
-                                  << Lk << " K/V heads or that must be 1");
-  return UlyssesHeadGroups{G, Lk % G == 0 ? G : 1};
+                   "head_groups=" << G << " must divide the " << L << " query heads and the " << Lk
+                                  << " K/V heads per rank");
+  return G;
 }
 
 /// @brief What travels, each as one all-to-all.
