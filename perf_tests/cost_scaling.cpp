@@ -5,7 +5,7 @@
 //                [--ranks 8,16,...,1024] [--seqs 131072,...,4194304] [--heads 32 --kv-heads 8 --dim 128]
 //                [--gpus-per-node 8] [--inter-gbps 50] [--intra-gbps 297.96] [--latency-us 16.41]
 //                [--memory-gb 0 (not checked)]
-//                [--paper | --rank] [--batch 1] [--core-share C]
+//                [--paper | --rank] [--batch 1] [--cores C]
 //
 // Per (P, N): the winner of rank_choices and the best choice of each family
 // (ring kinds, Attention2D grids, Ulysses, hybrid U x S), fwd+bwd seconds, the
@@ -13,12 +13,13 @@
 // best Attention2D receive in the forward. --paper prints the comparison with the
 // Attention2D paper's setups instead (64 GPUs, 1 or 4 per node, a sweep of
 // inter-node bandwidths). --rank prints every feasible choice of rank_choices for
-// each (P, N), the list `--schedule auto` would run the first of. --core-share C
+// each (P, N), the list `--schedule auto` would run the first of. --cores C
 // divides the tile rates by max(1, P / C): P ranks sharing C CPU cores.
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/schedule/cost_model.hpp>
 
 #include "common/args.hpp"
+#include "common/machine_args.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -28,6 +29,7 @@
 #include <vector>
 
 using namespace DistAttn;
+using namespace DistAttn::Perf;
 using DistAttn::Perf::at_least;
 using DistAttn::Perf::dtype_choices;
 using DistAttn::Perf::parse_command_line;
@@ -133,15 +135,15 @@ void paper(const AttnProblem& base, const MachineModel& m0, const std::vector<lo
         }
 }
 
-void ranking(const AttnProblem& base, const MachineModel& m, const std::vector<long>& ranks,
-             const std::vector<long>& seqs, double core_share) {
+void ranking(const AttnProblem& base, const MachineArgs& ma, const std::vector<long>& ranks,
+             const std::vector<long>& seqs) {
   for (long P : ranks)
     for (long N : seqs) {
       AttnProblem pr = base;
       pr.seq_len = N;
-      MachineModel mm = m;
-      const double slow = core_share > 0 ? std::max(1.0, double(P) / core_share) : 1.0;
-      if (slow > 1) mm.tiles = m.tiles.slowed_down(slow);
+      const MachineModel mm = make_machine(ma, int(P));
+      const double c    = shared_cores(ma);
+      const double slow = c > 0 ? std::max(1.0, double(P) / c) : 1.0;
       std::printf("# P=%ld N=%ld: every feasible choice, fastest predicted first (tile rates / %.2f)\n", P, N, slow);
       std::printf("| rank | choice | fwd (s) | bwd (s) | fwd compute-only (s) | bwd compute-only (s) | exposed | "
                   "fwd MB recv/rank | workspace MB/rank |\n|---|---|---|---|---|---|---|---|---|\n");
@@ -160,21 +162,16 @@ void ranking(const AttnProblem& base, const MachineModel& m, const std::vector<l
 
 int main(int argc, char** argv) {
   try {
-    std::string tiles, csv;
-    int gpus_per_node = 8;
-    double memory_gb = 0, inter_gbps = 50, intra_gbps = -1, latency_us = -1, core_share = 0;
+    std::string csv;
+    MachineArgs ma;
+    ma.cores = 0;  // GPU nodes unless --cores says the ranks share a CPU host
     int causal = 1;
     bool paper_mode = false, rank_mode = false;
     AttnProblem pr;
     pr.batch = 1, pr.heads = 32, pr.kv_heads = 8, pr.head_dim = 128, pr.dtype = "bf16";
     std::vector<long> ranks{8, 16, 32, 64, 128, 256, 512, 1024}, seqs;
     CLI::App app("Predicted times of every executor (the cost model).", "cost_scaling");
-    app.add_option("--tiles", tiles, "tile table (see cost_calibrate)")->required();
-    app.add_option("--gpus-per-node", gpus_per_node, "GPUs per node")->check(at_least(1))->capture_default_str();
-    app.add_option("--memory-gb", memory_gb, "device memory (0: unlimited)")->check(CLI::Range(0.0, 1e9));
-    app.add_option("--inter-gbps", inter_gbps, "inter-node GB/s")->check(CLI::Range(1e-6, 1e9))->capture_default_str();
-    app.add_option("--intra-gbps", intra_gbps, "intra-node GB/s (default: the node default)")->check(CLI::Range(1e-6, 1e9));
-    app.add_option("--latency-us", latency_us, "link latency in us (default: the node default)")->check(CLI::Range(0.0, 1e9));
+    add_machine_options(app, ma, true);
     app.add_option("--batch", pr.batch, "batch")->check(at_least(1))->capture_default_str();
     app.add_option("--heads", pr.heads, "heads")->check(at_least(1))->capture_default_str();
     app.add_option("--kv-heads", pr.kv_heads, "kv heads")->check(at_least(1))->capture_default_str();
@@ -185,7 +182,6 @@ int main(int argc, char** argv) {
     app.add_option("--csv", csv, "also write the table as CSV");
     app.add_flag("--paper", paper_mode, "compare with the Attention2D paper's setups");
     app.add_flag("--rank", rank_mode, "print the whole ranking for each case");
-    app.add_option("--core-share", core_share, "CPU runs on one host: cores per rank")->check(CLI::Range(0.0, 1e6));
     app.add_option("--ranks", ranks, "rank counts")->delimiter(',')->check(at_least(1L))->capture_default_str();
     app.add_option("--seqs", seqs, "sequence lengths")->delimiter(',')->check(at_least(1L));
     if (!parse_command_line(app, argc, argv)) {
@@ -196,13 +192,8 @@ int main(int argc, char** argv) {
     if (seqs.empty())
       seqs = paper_mode ? std::vector<long>{32768, 131072}
                         : std::vector<long>{131072, 262144, 524288, 1048576, 2097152, 4194304};
-    MachineModel m = nvlink_ib_node_defaults(TileThroughput::load(tiles));
-    m.gpus_per_node          = gpus_per_node;
-    m.device_memory_bytes    = memory_gb * 1e9;
-    m.inter.bandwidth_Bps    = inter_gbps * 1e9;
-    if (intra_gbps > 0) m.intra.bandwidth_Bps = intra_gbps * 1e9;
-    if (latency_us >= 0) m.intra.latency_s = m.inter.latency_s = latency_us * 1e-6;
-    if (rank_mode) ranking(pr, m, ranks, seqs, core_share);
+    const MachineModel m = make_machine(ma, 1);
+    if (rank_mode) ranking(pr, ma, ranks, seqs);
     else if (paper_mode) paper(pr, m, seqs);
     else scaling(pr, m, ranks, seqs, csv);
   } catch (const std::exception& e) {

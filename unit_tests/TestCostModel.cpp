@@ -179,6 +179,70 @@ TEST(CostModel, UlyssesBytesMatchPerPeerEnumeration) {
       }
 }
 
+// The head groups' all-to-alls add up to the unpipelined ones; G must divide the
+// query and the K/V heads per rank.
+TEST(CostModel, UlyssesGroupExchangesSumToTheWholePass) {
+  for (int U : {1, 2, 4, 8})
+    for (int Hkv : {1, 2, 8, 16}) {
+      const int H = 16;
+      if (!(Hkv % U == 0 || U % Hkv == 0)) continue;
+      const UlyssesHeads h(U, H, Hkv);
+      UlyssesSizes z;
+      z.tokens_per_rank = 7, z.degree = U, z.heads = H, z.kv_heads = Hkv, z.head_dim = 8;
+      for (int G = 1; G <= h.local_heads(); ++G) {
+        if (h.local_heads() % G || h.local_kv_heads() % G) {
+          EXPECT_THROW(ulysses_head_groups(h, G), InvalidArgument);
+          continue;
+        }
+        SCOPED_TRACE("U=" + std::to_string(U) + " Hkv=" + std::to_string(Hkv) + " G=" + std::to_string(G));
+        for (bool bwd : {false, true}) {
+          EXPECT_EQ(ulysses_head_groups(h, G), G);
+          std::int64_t sum = 0;
+          for (int g = 0; g < G; ++g)
+            for (const auto& e : ulysses_slice_exchanges(z, bwd, h.local_heads() / G, h.local_kv_heads() / G))
+              sum += e.bytes;
+          EXPECT_EQ(sum, ulysses_pass_bytes(z, bwd));
+        }
+      }
+    }
+}
+
+// The pipeline as the executor posts it, worked by hand: links in0, in1 at once;
+// out_g and in_{g+2} after compute g; compute g after in_g and out_{g-2}.
+TEST(CostModel, UlyssesPipelineFollowsThePostingOrder) {
+  EXPECT_DOUBLE_EQ(ulysses_pipeline_seconds({1}, {2}, {1}), 4.0);           // nothing overlaps
+  EXPECT_DOUBLE_EQ(ulysses_pipeline_seconds({1, 1}, {2, 2}, {1, 1}), 6.0);  // in1, out0 hide behind compute
+  // in: 1 2 | 3; out0 4 (after c0 = 3), in2 5, c1 = 3..5, out1 6, c2 = max(5, in2 5, out0 4)..7, out2 8
+  EXPECT_DOUBLE_EQ(ulysses_pipeline_seconds({1, 1, 1}, {2, 2, 2}, {1, 1, 1}), 8.0);
+  // Communication-bound: the link is busy throughout, 3 in + 3 out = 6 x 3 s
+  EXPECT_DOUBLE_EQ(ulysses_pipeline_seconds({3, 3, 3}, {1, 1, 1}, {3, 3, 3}), 18.0 + 0.0);
+  // Predicted exposed communication shrinks with more groups when compute dominates.
+  MachineModel m = test_machine();
+  const AttnProblem pr = problem(1 << 16, 16, 16);
+  ExecutorChoice one, four;
+  one.kind = four.kind = ExecutorKind::Ulysses, one.head_groups = 1, four.head_groups = 4;
+  const Prediction p1 = predict(one, pr, 4, m), p4 = predict(four, pr, 4, m);
+  EXPECT_EQ(p1.forward.steps, 1);
+  EXPECT_EQ(p4.forward.steps, 4);
+  EXPECT_EQ(p4.forward.max_bytes_sent, p1.forward.max_bytes_sent);
+  EXPECT_LT(p4.forward.exposed_seconds(), p1.forward.exposed_seconds());
+  EXPECT_LT(p4.backward.exposed_seconds(), p1.backward.exposed_seconds());
+}
+
+// P ranks on C < P cores: every rank's compute takes P / C times as long.
+TEST(CostModel, SharedCoresSlowComputeByRanksPerCore) {
+  const MachineModel m = test_machine();
+  const AttnProblem pr = problem(4096, 8, 2);
+  for (const Prediction& p : rank_choices(pr, 6, m)) {
+    SCOPED_TRACE(p.choice.name());
+    const Prediction s = predict(p.choice, pr, 6, with_shared_cores(m, 6, 2));
+    EXPECT_NEAR(s.forward.compute_only_seconds, 3 * p.forward.compute_only_seconds,
+                1e-9 * s.forward.compute_only_seconds);
+    EXPECT_DOUBLE_EQ(predict(p.choice, pr, 6, with_shared_cores(m, 6, 8)).forward.seconds, p.forward.seconds);
+  }
+  EXPECT_THROW(with_shared_cores(m, 0, 2), InvalidArgument);
+}
+
 TEST(CostModel, NoCommunicationCostMeansComputeOnly) {
   MachineModel m = test_machine();
   m.intra = m.inter = Link{std::numeric_limits<double>::infinity(), 0.0};
@@ -256,7 +320,7 @@ TEST(CostModel, RankingIsSortedAndStartsAtTheArgmin) {
   const auto r = rank_choices(problem(12 * 64, 12, 4), 12, m);
   std::set<std::string> names;
   for (const Prediction& p : r) names.insert(p.choice.name());
-  for (const char* n : {"grid2d-no 3x4", "grid2d-o 12x1", "ulysses", "hybrid U2+zigzag", "hybrid U4+grid2d-o 1x3"})
+  for (const char* n : {"grid2d-no 3x4", "grid2d-o 12x1", "ulysses G1", "hybrid U2+zigzag", "hybrid U4+grid2d-o 1x3"})
     EXPECT_TRUE(names.count(n)) << n;
 }
 

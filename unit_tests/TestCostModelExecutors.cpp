@@ -161,21 +161,37 @@ TEST(CostModelExecutors, Grid2D) {
 TEST(CostModelExecutors, Ulysses) {
   auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
   const int P = comm.size(), B = 2, c = 6, D = 16;
-  // Split K/V heads (P divides Hkv) and replicated ones (Hkv divides P).
+  // Split K/V heads (P divides Hkv) and replicated ones (Hkv divides P), with
+  // the default head groups and every group count of 1-3.
   for (auto [H, Hkv] : {std::array<int, 2>{12, 12}, {12, 1}, {24, 2}}) {
     if (H % P || !(Hkv % P == 0 || P % Hkv == 0)) continue;
-    SCOPED_TRACE("H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " P=" + std::to_string(P));
-    Chunk x(B, c, H, Hkv, D);
-    std::pair<std::int64_t, std::int64_t> measured;
-    const std::uint64_t bytes = allocated({"DistAttn::ulysses."}, [&] {
-      UlyssesAttention<T, MpiSpace, Exec> u(comm, Exec(), B, c, H, Hkv, D);
-      measured = x.run(u);
-    });
-    const AttnProblem pr = problem(B, std::int64_t(P) * c, H, Hkv, D);
-    EXPECT_EQ(std::int64_t(bytes), ulysses_workspace_bytes(pr, P));
-    ExecutorChoice ch;
-    ch.kind = ExecutorKind::Ulysses;
-    expect_predicted_bytes(measured, ch, pr, P);
+    const UlyssesHeads hd(P, H, Hkv);
+    for (int G : {0, 1, 2, 3}) {
+      if (G > 0 && (hd.local_heads() % G || hd.local_kv_heads() % G)) continue;
+      SCOPED_TRACE("H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv) + " P=" + std::to_string(P) +
+                   " G=" + std::to_string(G));
+      Chunk x(B, c, H, Hkv, D);
+      UlyssesOptions opts;
+      opts.head_groups = G;
+      std::pair<std::int64_t, std::int64_t> measured;
+      int fwd_tasks = 0, bwd_tasks = 0;
+      const std::uint64_t bytes = allocated({"DistAttn::ulysses."}, [&] {
+        UlyssesAttention<T, MpiSpace, Exec> u(comm, Exec(), B, c, H, Hkv, D, opts);
+        measured  = x.run(u);
+        bwd_tasks = u.stats().tasks;
+        x.run(u);
+        u.forward(x.q, x.k, x.v, x.o, x.lse);
+        fwd_tasks = u.stats().tasks;
+      });
+      const AttnProblem pr = problem(B, std::int64_t(P) * c, H, Hkv, D);
+      EXPECT_EQ(std::int64_t(bytes), ulysses_workspace_bytes(pr, P, G));
+      ExecutorChoice ch;
+      ch.kind = ExecutorKind::Ulysses, ch.head_groups = G;
+      const Prediction p = expect_predicted_bytes(measured, ch, pr, P);
+      // One block call per head group and pass.
+      EXPECT_EQ(fwd_tasks, p.forward.steps);
+      EXPECT_EQ(bwd_tasks, p.backward.steps);
+    }
   }
 }
 

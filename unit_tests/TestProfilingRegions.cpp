@@ -185,6 +185,19 @@ TEST(ProfilingRegions, UlyssesAndHybridNestPassStepPhase) {
     expect_nesting("DistAttn::UlyssesAttention", 3, 3, "ulysses");
   }
   {
+    // Pipelined over G head groups: the inputs' step, one per group's compute, the last results'.
+    const auto pg = make_problem(1, 4, 2 * P, 2 * P, 8);
+    auto comm     = Comm::from_raw(MPI_COMM_WORLD, Exec());
+    UlyssesOptions opts;
+    opts.head_groups = 2;
+    UlyssesAttention<T, MpiSpace, Exec> u(comm, Exec(), pg.B, pg.c, pg.H, pg.Hkv, pg.D, opts);
+    Outputs<UlyssesStats> out;
+    Trace::record([&] { out = run_rows<T>(u, pg, ring_positions(pg.P, pg.c, RingKind::Vanilla)); });
+    expect_nesting("DistAttn::UlyssesAttention", 4, 4, "ulysses G=2");
+    expect_timeline(out.fwd, 4, "ulysses G=2 forward");
+    expect_timeline(out.bwd, 4, "ulysses G=2 backward");
+  }
+  {
     auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
     HybridOptions opts;
     opts.inner = HybridInner::Balanced;

@@ -20,10 +20,11 @@ using Comm = Communicator<MpiSpace, Exec>;
 using Uly  = UlyssesAttention<T, MpiSpace, Exec>;
 
 template <class L = Kokkos::LayoutRight>
-Outputs<UlyssesStats> run_ulysses(const Problem& p) {
+Outputs<UlyssesStats> run_ulysses(const Problem& p, int head_groups = 0) {
   auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
   UlyssesOptions opts;
-  opts.causal = p.causal;
+  opts.causal      = p.causal;
+  opts.head_groups = head_groups;
   Uly u(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D, opts);
   return run_rows<T, L>(u, p, ring_positions(p.P, p.c, RingKind::Vanilla));
 }
@@ -63,7 +64,7 @@ TEST(UlyssesAttention, AnyInputLayoutMatchesRowMajorBitwise) {
 // q, k, v instead of using the saved head-side copies.
 TEST(UlyssesAttention, BackwardWithoutSavedInputsMatches) {
   const int P  = world_size();
-  const auto p = make_problem(1, 6, 2 * P, P, 8);
+  const auto p = make_problem(1, 6, 2 * P, 2 * P, 8);  // two head groups
   auto comm    = Comm::from_raw(MPI_COMM_WORLD, Exec());
   Uly u(comm, Exec(), p.B, p.c, p.H, p.Hkv, p.D);
   const auto kind = RingKind::Vanilla;
@@ -103,6 +104,55 @@ TEST(UlyssesAttention, BytesMatchTheAllToAllVolumes) {
     EXPECT_EQ(out.bwd.sent(UlyssesPhase::DOut), dout) << "Hkv " << Hkv;
     EXPECT_EQ(out.bwd.received(UlyssesPhase::Grad), grad) << "Hkv " << Hkv;
   }
+}
+
+// Pipelining over head groups reorders only whole heads' work and messages: every
+// valid group count gives the one-group result bit for bit, and the same bytes.
+TEST(UlyssesAttention, HeadGroupsMatchOneGroupBitwise) {
+  const int P = world_size(), H = 4 * P;
+  for (const bool causal : {true, false})
+    for (const int Hkv : {H, 2 * P, P, 1}) {
+      const auto p   = make_problem(2, 5, H, Hkv, 8, causal);
+      const auto one = run_ulysses(p, 1);
+      const UlyssesHeads hd(P, H, Hkv);
+      for (const int G : {2, 4}) {
+        if (hd.local_kv_heads() % G != 0) {
+          EXPECT_THROW(ulysses_head_groups(hd, G), InvalidArgument) << "Hkv " << Hkv << " G " << G;
+          continue;
+        }
+        const std::string what = "Hkv=" + std::to_string(Hkv) + " G=" + std::to_string(G) +
+                                 (causal ? " causal" : " full");
+        EXPECT_EQ(ulysses_head_groups(hd, G), G) << what;
+        const auto out = run_ulysses(p, G);
+        expect_matches_reference(p, out, RingKind::Vanilla, "ulysses " + what);
+        EXPECT_EQ(Testing::rel_error(out.o, one.o), 0.0) << what;
+        EXPECT_EQ(Testing::rel_error(out.dq, one.dq), 0.0) << what;
+        EXPECT_EQ(Testing::rel_error(out.dk, one.dk), 0.0) << what;
+        EXPECT_EQ(Testing::rel_error(out.dv, one.dv), 0.0) << what;
+        EXPECT_EQ(out.fwd.total_sent(), one.fwd.total_sent()) << what;
+        EXPECT_EQ(out.bwd.total_received(), one.bwd.total_received()) << what;
+        if (P > 1) {
+          // one all-to-all of q|k|v and two of O, LSE per group; dO and LSE|Delta, then grads
+          EXPECT_EQ(out.fwd.transfers, 3 * G) << what;
+          EXPECT_EQ(out.bwd.transfers, 3 * G) << what;
+        }
+      }
+    }
+}
+
+TEST(UlyssesAttention, RejectsHeadGroupsThatDoNotSplit) {
+  const int P = world_size();
+  auto comm   = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  UlyssesOptions opts;
+  opts.head_groups = 3;  // 2 query heads per rank
+  try {
+    Uly u(comm, Exec(), 1, 4, 2 * P, P, 8, opts);
+    ADD_FAILURE() << "head_groups=3 accepted for 2 heads per rank";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("head_groups"), std::string::npos) << e.what();
+  }
+  opts.head_groups = -1;
+  EXPECT_THROW(Uly(comm, Exec(), 1, 4, 2 * P, P, 8, opts), InvalidArgument);
 }
 
 TEST(UlyssesAttention, RejectsHeadsThatDoNotSplit) {

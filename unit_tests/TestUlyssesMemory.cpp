@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace DistAttn::Test {
 namespace {
@@ -25,22 +26,49 @@ std::size_t kept_bytes(const MemoryLayout& l) {
   return b;
 }
 
-using UlyssesMemoryTest = Counting<>;
+/// Buffers of `l` that share memory with another, by name (the pairs' first names).
+std::vector<std::string> overlapping(const MemoryLayout& l) {
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < l.buffers.size(); ++i)
+    for (std::size_t j = i + 1; j < l.buffers.size(); ++j) {
+      const auto &a = l.buffers[i], &b = l.buffers[j];
+      if (a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes) names.push_back(a.name);
+    }
+  return names;
+}
 
-TEST_F(UlyssesMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
-  const int P = world_size(), B = 2, c = 6, H = 2 * P, Hkv = P, D = 16;
+struct UlyssesShape {
+  int heads_per_rank, kv_heads_per_rank, groups;  // groups as UlyssesOptions::head_groups
+};
+
+using UlyssesMemoryLimitTest = Counting<>;
+class UlyssesMemoryTest : public Counting<::testing::TestWithParam<UlyssesShape>> {};
+
+TEST_P(UlyssesMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
+  const int P = world_size(), B = 2, c = 6, H = GetParam().heads_per_rank * P, Hkv = GetParam().kv_heads_per_rank * P,
+            D = 16;
   auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
   Tensors x(B, c, H, Hkv, D);
-  Uly uly(comm, Exec(), B, c, H, Hkv, D);
+  UlyssesOptions opts;
+  opts.head_groups = GetParam().groups;
+  Uly uly(comm, Exec(), B, c, H, Hkv, D, opts);
   const MemoryPlan plan = uly.memory_plan();
-  EXPECT_EQ(plan.forward_bytes(), Uly::memory_plan(P, B, c, H, Hkv, D).forward_bytes());
-  EXPECT_EQ(plan.backward_bytes(), Uly::memory_plan(P, B, c, H, Hkv, D).backward_bytes());
+  EXPECT_EQ(plan.forward_bytes(), Uly::memory_plan(P, B, c, H, Hkv, D, opts.head_groups).forward_bytes());
+  EXPECT_EQ(plan.backward_bytes(), Uly::memory_plan(P, B, c, H, Hkv, D, opts.head_groups).backward_bytes());
   const std::size_t kept = kept_bytes(plan.forward);
   EXPECT_EQ(kept, kept_bytes(plan.backward));
-
+  if (uly.head_groups() > 1) {
+    // Pipelined, a group's inputs, another's compute and a third's results are in
+    // flight at once: nothing in forward shares memory, and in backward only the
+    // q|k|v messages, all waited on before dO packs.
+    EXPECT_TRUE(overlapping(plan.forward).empty()) << overlapping(plan.forward).front();
+    for (const std::string& n : overlapping(plan.backward))
+      EXPECT_TRUE(n == "DistAttn::ulysses.qkv_send" || n == "DistAttn::ulysses.qkv_recv") << n;
+  }
   Counter::reset();
   x.forward(uly);
-  EXPECT_EQ(Counter::labelled().bytes, plan.forward_bytes() + Entry::buffer_bytes(P)) << "forward, rank " << world_rank();
+  EXPECT_EQ(Counter::labelled().bytes, plan.forward_bytes() + Entry::buffer_bytes(P))
+      << "forward, rank " << world_rank();
   EXPECT_EQ(Counter::labelled().allocations, 4u);
 
   Counter::reset();
@@ -59,7 +87,14 @@ TEST_F(UlyssesMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing
   EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes";
 }
 
-TEST_F(UlyssesMemoryTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
+INSTANTIATE_TEST_SUITE_P(HeadGroups, UlyssesMemoryTest,
+                         ::testing::Values(UlyssesShape{2, 1, 0}, UlyssesShape{4, 4, 2}, UlyssesShape{4, 4, 4}),
+                         [](const ::testing::TestParamInfo<UlyssesShape>& i) {
+                           return "L" + std::to_string(i.param.heads_per_rank) + "Lk" +
+                                  std::to_string(i.param.kv_heads_per_rank) + "G" + std::to_string(i.param.groups);
+                         });
+
+TEST_F(UlyssesMemoryLimitTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
   const int P = world_size(), B = 1, c = 8, H = 2 * P, Hkv = P, D = 16;
   auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
   comm.set_timeout(20.0);

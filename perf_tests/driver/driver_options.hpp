@@ -2,6 +2,7 @@
 // Options of distattn-run. Defaults finish in seconds on 2 CPU cores.
 
 #include "common/args.hpp"
+#include "common/machine_args.hpp"
 
 #include <ostream>
 #include <string>
@@ -22,8 +23,10 @@ struct Options {
   int warmup = 1, iters = 3;
   double delay_ms = 0.0;  // injected receive delay (tests the waits, not speed)
   int head_group  = 0;    // ring kinds: kv heads per pass (0 = all that fit)
-  std::string tiles;      // --schedule auto: the cost model's tile table (perf_tests/data/, cost_calibrate)
-  int auto_show   = 8;    // --schedule auto: how many ranked choices to print
+  Perf::MachineArgs machine;  // --schedule auto: the cost model's machine (tile table, links, shared cores)
+  int auto_show   = 8;        // --schedule auto: how many ranked choices to print
+  bool predict_only = false;  // --schedule auto: print the ranking, run nothing
+  int ulysses_groups = 0;     // ulysses: head groups the all-to-alls are pipelined over (0 = default)
   bool decompose = false;  // also time the schedule with transfers disabled (exposed communication)
   bool check_finite = false;  // executors scan their inputs for NaN/Inf on every pass
   std::string json;           // write the results to this file (rank 0)
@@ -59,8 +62,11 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
       ->capture_default_str();
   app.add_option("--head-group", o.head_group, "ring kinds: kv heads per pass (default 0: all heads that fit)")
       ->check(at_least(0));
-  app.add_option("--tiles", o.tiles, "auto: the cost model's tile table (see perf_tests/data/ and cost_calibrate)")
-      ->check(CLI::ExistingFile);
+  Perf::add_machine_options(app, o.machine, false);
+  app.add_flag("--predict-only", o.predict_only, "auto: print the cost model's ranking and run nothing");
+  app.add_option("--ulysses-groups", o.ulysses_groups,
+                 "ulysses: head groups its all-to-alls are pipelined over (default 0: up to 4)")
+      ->check(at_least(0));
   app.add_option("--auto-show", o.auto_show, "auto: ranked choices to print")->check(at_least(1))
       ->capture_default_str();
   app.add_option("--ranks", o.ranks, "expected number of MPI ranks (error if different)")->check(at_least(1));

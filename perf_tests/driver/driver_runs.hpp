@@ -35,7 +35,10 @@ inline int run(const Options& o, MPI_Comm comm) {
   if (o.ranks > 0 && o.ranks != P)
     throw InvalidArgument("--ranks " + std::to_string(o.ranks) + " but the job has " + std::to_string(P) +
                           " MPI ranks (start it with mpiexec -n " + std::to_string(o.ranks) + ")");
-  if (o.schedule == "auto") return run(choose_schedule(o, comm), comm);
+  if (o.schedule == "auto") {
+    const Options pick = choose_schedule(o, comm);
+    return o.predict_only ? 0 : run(pick, comm);
+  }
   if (rank == 0) print_configuration(std::cout);
   warn_if_check_is_slow(o, rank);
   if (o.dtype == "float") return run_typed<float>(o, comm);

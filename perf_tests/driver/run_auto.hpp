@@ -20,6 +20,7 @@ inline Options options_for(const Options& o, const ExecutorChoice& c) {
   x.schedule = to_string(c.kind);
   x.grid.clear();
   if (is_grid2d(c.kind)) x.grid = std::to_string(c.rows) + "x" + std::to_string(c.cols);
+  if (c.kind == ExecutorKind::Ulysses) x.ulysses_groups = c.head_groups;
   if (c.kind == ExecutorKind::Hybrid) {
     x.ulysses = c.ulysses_degree;
     x.inner   = to_string(c.inner);
@@ -37,7 +38,7 @@ inline bool driver_runs(const ExecutorChoice& c, long N, int P) {
 
 /// The ranking for this job, printed on rank 0; returns the options of the choice to run.
 inline Options choose_schedule(const Options& o, MPI_Comm comm) {
-  DISTATTN_REQUIRE(!o.tiles.empty(), "distattn-run",
+  DISTATTN_REQUIRE(!o.machine.tiles.empty(), "distattn-run",
                    "--schedule auto needs --tiles FILE, the cost model's tile table for this device "
                    "(perf_tests/data/tiles_*.txt, or measure one with cost_calibrate)");
   int P = 1, rank = 0;
@@ -46,7 +47,7 @@ inline Options choose_schedule(const Options& o, MPI_Comm comm) {
   AttnProblem pr;
   pr.batch = o.batch, pr.seq_len = o.seq, pr.heads = o.heads, pr.kv_heads = o.kv_heads, pr.head_dim = o.dim;
   pr.dtype = o.dtype, pr.causal = o.causal;
-  const MachineModel m = nvlink_ib_node_defaults(TileThroughput::load(o.tiles));
+  const MachineModel m = Perf::make_machine(o.machine, P);
   const auto ranked    = rank_choices(pr, P, m);
   const Prediction* pick = nullptr;
   for (const auto& p : ranked)
@@ -57,7 +58,10 @@ inline Options choose_schedule(const Options& o, MPI_Comm comm) {
   DISTATTN_REQUIRE(pick != nullptr, "distattn-run", "--schedule auto: no ranked choice runs with --seq " << o.seq);
   if (rank == 0) {
     std::printf("# schedule auto: cost model ranking for P=%d (tiles %s); predicted seconds, slowest rank\n", P,
-                o.tiles.c_str());
+                o.machine.tiles.c_str());
+    std::printf("# machine: intra-node %.4g GB/s, inter-node %.4g GB/s, latency %.4g us, %d ranks per node%s\n",
+                m.intra.bandwidth_Bps * 1e-9, m.inter.bandwidth_Bps * 1e-9, m.intra.latency_s * 1e6,
+                m.gpus_per_node, Perf::shared_cores_note(o.machine, P).c_str());
     std::printf("#   %-28s %10s %10s %10s %10s %12s\n", "choice", "fwd", "bwd", "total", "exposed", "workspace_MB");
     int shown = 0;
     for (const auto& p : ranked) {

@@ -23,6 +23,7 @@ int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, cons
   UlyssesOptions uo;
   uo.causal        = o.causal;
   set_executor_options(o, uo);
+  uo.head_groups = o.ulysses_groups;
   const RingLayout layout(P, c, RingKind::Vanilla);
 
   ExecutorRun<Uly> run;
@@ -40,8 +41,9 @@ int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, cons
     std::printf("# schedule ulysses  ranks %d  seq %ld (chunk %d%s)  b %d h %d h_kv %d d %d  dtype %s causal %d\n", P,
                 N, c, long(c) * P != N ? ", padded" : "", o.batch, o.heads, o.kv_heads, o.dim, o.dtype.c_str(),
                 int(o.causal));
-    std::printf("# heads per rank %d, kv heads per rank %d (each kv head on %d rank(s))\n", h.local_heads(),
-                h.local_kv_heads(), h.kv_replicas());
+    std::printf("# heads per rank %d, kv heads per rank %d (each kv head on %d rank(s)); pipelined over %d head "
+                "group(s)\n",
+                h.local_heads(), h.local_kv_heads(), h.kv_replicas(), ulysses_head_groups(h, o.ulysses_groups));
   };
   return run_executor<T>(o, run, compute, mpi);
 }

@@ -86,9 +86,9 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
     UlyssesHeads(P, pr.heads, pr.kv_heads);  // the split rule, with its errors
     AttnProblem padded = pr;
     padded.seq_len = out.padded_seq_len = Impl::padded_to(pr, P, TokenLayout::Kind::Contiguous, "Ulysses");
-    out.forward = predict_ulysses_pass(TileDirection::Forward, padded, P, m, world);
-    out.backward = predict_ulysses_pass(TileDirection::Backward, padded, P, m, world);
-    out.workspace_bytes = ulysses_workspace_bytes(padded, P);
+    out.forward = predict_ulysses_pass(TileDirection::Forward, padded, P, m, world, ch.head_groups);
+    out.backward = predict_ulysses_pass(TileDirection::Backward, padded, P, m, world, ch.head_groups);
+    out.workspace_bytes = ulysses_workspace_bytes(padded, P, ch.head_groups);
     return out;
   }
   DISTATTN_REQUIRE(ch.kind == ExecutorKind::Hybrid, where, "unknown executor kind " << int(ch.kind));
@@ -149,9 +149,15 @@ inline std::vector<Prediction> rank_choices(const AttnProblem& pr, int P, const 
     cands.push_back(c);
   });
   if (opt.ulysses && P > 1) {
-    ExecutorChoice c;
-    c.kind = ExecutorKind::Ulysses;
-    cands.push_back(c);
+    // Every head-group count that splits the heads (ulysses_head_groups drops the
+    // rest; heads not divisible by P leave one choice to say why).
+    const int L = std::max(1, pr.heads % P == 0 ? pr.heads / P : 1);
+    for (int G = 1; G <= L; ++G) {
+      if (L % G) continue;
+      ExecutorChoice c;
+      c.kind = ExecutorKind::Ulysses, c.head_groups = G;
+      cands.push_back(c);
+    }
   }
   if (opt.hybrid)
     for (int U = 2; U < P; ++U) {

@@ -63,11 +63,13 @@ struct ExecutorChoice {
   int ulysses_degree = 0;
   ExecutorKind inner = ExecutorKind::RingZigzag;
   int inner_rows = 0, inner_cols = 0;
+  int head_groups = 0;  ///< Ulysses: head groups its all-to-alls are pipelined over (0 = the executor's default)
 
   std::string name() const {
     std::ostringstream os;
     os << to_string(kind);
     if (is_grid2d(kind)) os << ' ' << rows << 'x' << cols;
+    if (kind == ExecutorKind::Ulysses && head_groups > 0) os << " G" << head_groups;
     if (kind == ExecutorKind::Hybrid) {
       os << " U" << ulysses_degree << '+' << to_string(inner);
       if (is_grid2d(inner)) os << ' ' << inner_rows << 'x' << inner_cols;

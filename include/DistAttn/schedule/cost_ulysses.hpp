@@ -1,10 +1,12 @@
 #pragma once
 /// @file cost_ulysses.hpp
-/// Cost model of UlyssesAttention (ulysses/ulysses_attention.hpp): the all-to-alls
-/// of ulysses_volume.hpp, each waited for before the next step (nothing overlaps),
-/// around one full-sequence block call on the head side:
-///   forward  = a2a(q, k, v) + tile + a2a(O) + a2a(LSE)
-///   backward = a2a(dO) + a2a(LSE, Delta) + tile + a2a(dq, dk, dv)
+/// Cost model of UlyssesAttention (ulysses/ulysses_attention.hpp): per head group
+/// g of G (ulysses_head_groups) the inputs' all-to-alls in_g, one full-sequence
+/// block call c_g on the group's heads, and the results' all-to-alls out_g:
+///   forward   in = a2a(q, k, v)           out = a2a(O) + a2a(LSE)
+///   backward  in = a2a(dO) + a2a(LSE, Delta)   out = a2a(dq, dk, dv)
+/// pipelined as the executor posts them (ulysses_pipeline_seconds). With G = 1:
+///   in + c + out, nothing overlapped.
 /// An all-to-all in which a rank exchanges m bytes evenly with its U - 1 peers
 /// costs what those transfers cost in flight together (machine_model.hpp).
 
@@ -16,6 +18,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
+#include <numeric>
+#include <vector>
 
 namespace DistAttn {
 
@@ -50,52 +55,91 @@ inline double ulysses_exchange_seconds(const MachineModel& m, const RankPlacemen
   return t;
 }
 
+/// Wall time of the executor's head-group pipeline. The communicator's instance
+/// runs the all-to-alls one at a time in posting order: in_0, in_1, then after
+/// each group's compute out_g and in_{g+2}; compute g (in order on the compute
+/// instance) waits for in_g and for out_{g-2}, whose unpacking was queued before
+/// it; in_{g+2} is packed after out_{g-1}'s unpacking. Packing is not modelled.
+inline double ulysses_pipeline_seconds(const std::vector<double>& in, const std::vector<double>& compute,
+                                       const std::vector<double>& out) {
+  const std::size_t G = compute.size();
+  std::vector<double> in_done(G, 0), out_done(G, 0);
+  double link = 0, comp = 0;
+  for (std::size_t g = 0; g < std::min<std::size_t>(G, 2); ++g) in_done[g] = link += in[g];
+  for (std::size_t g = 0; g < G; ++g) {
+    comp = std::max({comp, in_done[g], g >= 2 ? out_done[g - 2] : 0.0}) + compute[g];
+    out_done[g] = link = std::max(link, comp) + out[g];
+    if (g + 2 < G) in_done[g + 2] = link = std::max({link, comp, g >= 1 ? out_done[g - 1] : 0.0}) + in[g + 2];
+  }
+  return std::max(comp, out_done[G - 1]);
+}
+
 /// UlyssesAttention on P ranks, one pass; pr.seq_len must be a multiple of P.
+/// `head_groups` as UlyssesOptions::head_groups (0 = the executor's default).
 inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem& pr, int P, const MachineModel& m,
-                                           const RankPlacement& place) {
+                                           const RankPlacement& place, int head_groups = 0) {
   const UlyssesHeads h(P, pr.heads, pr.kv_heads);
+  const int G = ulysses_head_groups(h, head_groups), Lg = h.local_heads() / G, Lkg = h.local_kv_heads() / G;
   const UlyssesSizes z = ulysses_sizes(pr, P, pr.seq_len / P);
   const bool bwd = dir == TileDirection::Backward;
   const double N = double(pr.seq_len);
   const double pairs = pr.causal ? double(causal_pairs({0, 1}, pr.seq_len, {0, 1}, pr.seq_len)) : N * N;
   const ShapeClass cls{dir, pr.causal ? BlockKind::Causal : BlockKind::Full, pr.dtype, pr.head_dim};
-  PassTimeline tl;
-  tl.local(m.tiles.call_seconds(cls, double(pr.batch) * h.local_heads(), pairs));
-  tl.exposed(ulysses_exchange_seconds(m, place, z, pr.batch, bwd));
-  tl.p.steps = 1;
-  tl.p.max_bytes_sent = tl.p.max_bytes_received = std::int64_t(pr.batch) * ulysses_pass_bytes(z, bwd);
-  return tl.p;
+  std::vector<double> in(G, 0), comp(G, m.tiles.call_seconds(cls, double(pr.batch) * Lg, pairs)), out(G, 0);
+  PassPrediction p;
+  for (int g = 0; g < G; ++g)
+    for (const UlyssesExchange& e : ulysses_slice_exchanges(z, bwd, Lg, Lkg)) {
+      const double t = all_to_all_seconds(m, place, z.degree, double(pr.batch) * e.bytes);
+      (e.phase == UlyssesPhase::QKV || e.phase == UlyssesPhase::DOut ? in : out)[g] += t;
+      p.max_bytes_sent += std::int64_t(pr.batch) * e.bytes;
+    }
+  p.max_bytes_received = p.max_bytes_sent;
+  p.seconds = ulysses_pipeline_seconds(in, comp, out);
+  for (double c : comp) p.compute_only_seconds += c;
+  p.steps = G;
+  return p;
 }
 
 /// Bytes Impl::HeadExchange holds per rank after a forward and a backward over U
 /// ranks of `tokens_per_rank` tokens each (HeadExchange::memory_plan): the kept
-/// head-side tensors plus the larger pass workspace, whose successive message
-/// buffers share memory. `ulysses`: UlyssesAttention's use (forward state and
-/// sequence-side Delta in the workspace); else the hybrid's (head-side O and LSE kept).
+/// head-side tensors plus the larger pass workspace. With one head group the
+/// successive message buffers share memory; pipelined over G > 1 groups each
+/// message buffer holds two groups' slots and a pass's phases (the forward state,
+/// one group's heads, included) are disjoint. `ulysses`: UlyssesAttention's use
+/// (forward state and sequence-side Delta in the workspace); else the hybrid's
+/// (head-side O and LSE kept, one group).
 inline std::int64_t head_exchange_workspace_bytes(const AttnProblem& pr, int U, std::int64_t tokens_per_rank,
-                                                  bool ulysses = false) {
+                                                  bool ulysses = false, int groups = 1) {
   const UlyssesHeads h(U, pr.heads, pr.kv_heads);
   const std::int64_t B = pr.batch, N = U * tokens_per_rank, d = pr.head_dim, io = pr.io_bytes(), acc = pr.acc_bytes();
-  const std::int64_t L = h.local_heads(), Lk = h.local_kv_heads();
+  const std::int64_t L = h.local_heads(), Lk = h.local_kv_heads(), G = groups, slots = std::min(groups, 2);
   const std::int64_t q = B * N * L * d, kv = B * N * Lk * d, rows = B * N * L;
   auto r = [](std::int64_t bytes) { return std::int64_t(MemoryLayout::round_up(std::size_t(bytes))); };
+  // A message buffer: its group slots, of `elements` of the whole heads each split G ways.
+  auto msg = [&](std::int64_t elements, std::int64_t bytes) { return r(slots * (elements / G) * bytes); };
+  // The phases of a pass: the largest with one group, else all of them.
+  auto phases = [&](std::initializer_list<std::int64_t> p) {
+    return G == 1 ? std::max(p) : std::accumulate(p.begin(), p.end(), std::int64_t(0));
+  };
   const std::int64_t out  = r(q * io) + r(rows * acc);  // O, LSE on the head side
   const std::int64_t kept = r(q * io) + 2 * r(kv * io) + (ulysses ? 0 : out);
-  const std::int64_t qkv_messages = 2 * r((q + 2 * kv) * io);
-  std::int64_t fwd = (ulysses ? out : 0) +
-                     std::max({qkv_messages, ulysses ? r(q * acc) + 2 * r(rows * acc) : 0,
-                               2 * r(q * io) + 2 * r(rows * acc)});
+  const std::int64_t qkv_messages = 2 * msg(q + 2 * kv, io);
+  const std::int64_t state = ulysses ? r(q / G * acc) + 2 * r(rows / G * acc) : 0;
+  const std::int64_t fwd = (ulysses ? out : 0) + phases({qkv_messages, state, 2 * msg(q, io) + 2 * msg(rows, acc)});
   std::int64_t bwd = (ulysses ? r(B * pr.heads * tokens_per_rank * acc) + r(rows * acc) : 0) + r(q * acc) +
                      2 * r(kv * acc);  // Delta (sequence side), LSE; dq, dk, dv
-  const std::int64_t dout = r(q * io) + 2 * r(q * io) +
-                            (ulysses ? r(rows * acc) + 2 * r(2 * rows * acc) : 2 * r(rows * acc));
-  bwd += std::max({qkv_messages, dout, 2 * r((q + 2 * kv) * acc)});
+  // Backward's q|k|v (when not kept) are all in before dO packs, so they share memory with what follows.
+  const std::int64_t dout = r(q * io) + 2 * msg(q, io) +
+                            (ulysses ? r(rows * acc) + 2 * msg(2 * rows, acc) : 2 * msg(rows, acc));
+  bwd += std::max(qkv_messages, phases({dout, 2 * msg(q + 2 * kv, acc)}));
   return kept + std::max(fwd, bwd);
 }
 
-/// UlyssesAttention: its head exchange over all P ranks.
-inline std::int64_t ulysses_workspace_bytes(const AttnProblem& pr, int P) {
-  return head_exchange_workspace_bytes(pr, P, pr.seq_len / P, /*ulysses=*/true);
+/// UlyssesAttention: its head exchange over all P ranks, pipelined over
+/// `head_groups` (as UlyssesOptions::head_groups, 0 = the default).
+inline std::int64_t ulysses_workspace_bytes(const AttnProblem& pr, int P, int head_groups = 0) {
+  const int G = ulysses_head_groups(UlyssesHeads(P, pr.heads, pr.kv_heads), head_groups);
+  return head_exchange_workspace_bytes(pr, P, pr.seq_len / P, /*ulysses=*/true, G);
 }
 
 }  // namespace DistAttn

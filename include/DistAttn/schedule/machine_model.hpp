@@ -72,6 +72,16 @@ inline MachineModel nvlink_ib_node_defaults(TileThroughput tiles) {
   return m;
 }
 
+/// `ranks` processes sharing `cores` CPU cores (CPU MPI runs on one host): while
+/// every rank computes, each gets cores / ranks of a core, so tile and
+/// elementwise rates are divided by max(1, ranks / cores). cores <= 0: not shared.
+inline MachineModel with_shared_cores(MachineModel m, int ranks, double cores) {
+  DISTATTN_REQUIRE(ranks >= 1 && std::isfinite(cores), "DistAttn::with_shared_cores",
+                   "ranks must be >= 1 and cores finite (got ranks=" << ranks << ", cores=" << cores << ")");
+  if (cores > 0 && ranks > cores) m.tiles = m.tiles.slowed_down(double(ranks) / cores);
+  return m;
+}
+
 /// Which node the ranks of a (sub)communicator sit on: member i is world rank
 /// first + i * stride, and world ranks fill nodes in order (gpus_per_node each).
 struct RankPlacement {

@@ -56,15 +56,14 @@ inline void check_ulysses_sizes(const UlyssesSizes& z, const char* where) {
 /// Who runs the all-to-alls: UlyssesAttention, or HybridAttention around its inner executor.
 enum class UlyssesRole { Ulysses, HybridOuter };
 
-/// The all-to-alls of one pass in the order the executor runs them (each waited
-/// for before the next step). `reuse_qkv`: the backward has the head-side q, k, v
-/// (and in the hybrid O, LSE) of the forward, as when given the same Views.
-inline std::vector<UlyssesExchange> ulysses_exchanges(const UlyssesSizes& z, bool backward, bool reuse_qkv = true,
-                                                      UlyssesRole role = UlyssesRole::Ulysses) {
+/// The all-to-alls of one head slice: `nq` query heads and `nk` K/V heads of each
+/// rank's share (a pipeline group, or the whole share), in the executor's order
+/// (each group's inputs, then its results; see ulysses_exchanges for `reuse_qkv`).
+inline std::vector<UlyssesExchange> ulysses_slice_exchanges(const UlyssesSizes& z, bool backward, int nq, int nk,
+                                                            bool reuse_qkv = true,
+                                                            UlyssesRole role = UlyssesRole::Ulysses) {
   Impl::check_ulysses_sizes(z, "DistAttn::ulysses_exchanges");
-  const UlyssesHeads h(z.degree, z.heads, z.kv_heads);
-  const std::int64_t peers = z.degree - 1, n = z.tokens_per_rank, d = z.head_dim;
-  const std::int64_t L = h.local_heads(), Lk = h.local_kv_heads();
+  const std::int64_t peers = z.degree - 1, n = z.tokens_per_rank, d = z.head_dim, L = nq, Lk = nk;
   const std::int64_t qkv = peers * n * (L + 2 * Lk) * d;
   std::vector<UlyssesExchange> x;
   if (!backward) {
@@ -78,6 +77,15 @@ inline std::vector<UlyssesExchange> ulysses_exchanges(const UlyssesSizes& z, boo
   if (role == UlyssesRole::Ulysses) x.push_back({UlyssesPhase::DOut, peers * 2 * n * L * z.acc_bytes});
   x.push_back({UlyssesPhase::Grad, qkv * z.acc_bytes});
   return x;
+}
+
+/// The all-to-alls of one pass over the whole head share, in the executor's order
+/// (each waited for before the next step). `reuse_qkv`: the backward has the
+/// head-side q, k, v (and in the hybrid O, LSE) of the forward, as when given the same Views.
+inline std::vector<UlyssesExchange> ulysses_exchanges(const UlyssesSizes& z, bool backward, bool reuse_qkv = true,
+                                                      UlyssesRole role = UlyssesRole::Ulysses) {
+  const UlyssesHeads h(z.degree, z.heads, z.kv_heads);
+  return ulysses_slice_exchanges(z, backward, h.local_heads(), h.local_kv_heads(), reuse_qkv, role);
 }
 
 inline std::int64_t ulysses_pass_bytes(const UlyssesSizes& z, bool backward, bool reuse_qkv = true,

@@ -10,8 +10,13 @@
 /// Memory (docs/design/memory.md): the head-side tensors that outlive a pass (q, k,
 /// v, and for the hybrid o and LSE) are one allocation; everything else is carved
 /// from one workspace that forward and backward share (executor/memory_plan.hpp).
-/// Every exchange is waited on before the next phase packs, so the message
-/// buffers of successive phases share memory.
+/// With one head group every exchange is waited on before the next phase packs,
+/// so the message buffers of successive phases share memory. Pipelined over G > 1
+/// groups (UlyssesAttention), group g + 1's inputs and group g - 1's results are in
+/// flight while group g computes: each message buffer then holds two group slots
+/// (group g uses slot g mod 2; group g + 2 packs only after group g was waited on
+/// and unpacked) and the buffers of a pass's phases, the forward state included,
+/// are disjoint. The head-side tensors stay whole, group-major.
 
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
@@ -20,6 +25,7 @@
 #include <DistAttn/ulysses/ulysses_pack.hpp>
 #include <DistAttn/ulysses/ulysses_types.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -43,28 +49,31 @@ class HeadExchange {
     bool state_and_delta = false;  ///< forward state of the one-call attention, sequence-side Delta (Ulysses)
   };
 
+  /// `groups`: the head groups a pass is pipelined over (ulysses_head_groups; 1: none).
   HeadExchange(Comm& comm, const Exec& compute, Recorder& rec, int batch, int chunk, const UlyssesHeads& heads,
-               int head_dim, Use use)
-      : comm_(comm), compute_(compute), rec_(rec), B_(batch), c_(chunk), D_(head_dim), heads_(heads), use_(use) {}
+               int head_dim, Use use, int groups = 1)
+      : comm_(comm), compute_(compute), rec_(rec), B_(batch), c_(chunk), D_(head_dim), heads_(heads), use_(use),
+        G_(groups) {}
 
   /// Forward's and backward's buffers for these extents: the kept tensors, then the pass's workspace.
-  static MemoryPlan memory_plan(int batch, int chunk, const UlyssesHeads& heads, int head_dim, Use use) {
-    const Shape s{batch, chunk, head_dim, heads, use};
+  static MemoryPlan memory_plan(int batch, int chunk, const UlyssesHeads& heads, int head_dim, Use use,
+                                int groups = 1) {
+    const Shape s{batch, chunk, head_dim, heads, use, groups};
     Buffers scratch;
     return KeptAndPassWorkspace<Mem>::plan([&](Carver<Mem>& c) { lay_out_kept(c, scratch, s); },
                                            [&](Carver<Mem>& c) { lay_out_forward(c, scratch, s); },
                                            [&](Carver<Mem>& c) { lay_out_backward(c, scratch, s); });
   }
-  MemoryPlan memory_plan() const { return memory_plan(B_, c_, heads_, D_, use_); }
+  MemoryPlan memory_plan() const { return memory_plan(B_, c_, heads_, D_, use_, G_); }
   std::size_t held_bytes() const { return mem_.held(); }
   /// Points the buffers at the kept allocation and the workspace in the layout of
   /// forward or backward (growing the workspace if needed; kept tensors survive).
   void use_workspace(bool backward) {
-    const Shape s{B_, c_, D_, heads_, use_};
+    const Shape s{B_, c_, D_, heads_, use_, G_};
     mem_.use(backward, [&](Carver<Mem>& c) { lay_out_kept(c, b_, s); },
              [&](Carver<Mem>& c) { lay_out_forward(c, b_, s); }, [&](Carver<Mem>& c) { lay_out_backward(c, b_, s); });
   }
-  /// Ulysses' forward state and sequence-side Delta [B, H, c] (Use::state_and_delta).
+  /// Ulysses' forward state (one head group's extents) and sequence-side Delta [B, H, c] (Use::state_and_delta).
   const AttnState<Acc, Mem>& state() const { return b_.state; }
   const StatView& seq_delta() const { return b_.seq_delta; }
 
@@ -81,43 +90,122 @@ class HeadExchange {
   const AccView& dk() const { return b_.gkh; }
   const AccView& dv() const { return b_.gvh; }
 
-  /// q, k, v (sequence side, any layout) -> q(), k(), v(), one all-to-all.
+  /// One pipeline group: query heads [q0, q0 + nq) and K/V heads [k0, k0 + nk)
+  /// of every rank's share.
+  struct Slice {
+    int q0 = 0, nq = 0, k0 = 0, nk = 0;
+  };
+  using Reqs = std::vector<Req>;
+
+  int groups() const { return G_; }
+  /// Group g of groups() (G divides L and Lk).
+  Slice slice(int g) const {
+    const int L = heads_.local_heads(), Lk = heads_.local_kv_heads();
+    return Slice{g * (L / G_), L / G_, g * (Lk / G_), Lk / G_};
+  }
+  /// All heads: the one group of an exchange that does not pipeline (the calls below without a Slice).
+  Slice whole() const {
+    DISTATTN_REQUIRE(G_ == 1, "DistAttn::Impl::HeadExchange",
+                     "a whole-head exchange needs groups=1, got " << G_ << " (use the per-slice calls)");
+    return slice(0);
+  }
+
+  /// Head-side views of one slice. The head-side tensors hold the groups one after
+  /// the other (group-major: [G][B, N, L/G, D], statistics [G][B, L/G, N]), so each
+  /// group is a contiguous row-major tensor that the tuned kernels read at full
+  /// speed; with G = 1 that is q(), k(), ...
+  auto q(const Slice& s) const { return heads4(b_.qh, s.q0, s.nq); }
+  auto k(const Slice& s) const { return heads4(b_.kh, s.k0, s.nk); }
+  auto v(const Slice& s) const { return heads4(b_.vh, s.k0, s.nk); }
+  auto o(const Slice& s) const { return heads4(b_.oh, s.q0, s.nq); }
+  auto dout(const Slice& s) const { return heads4(b_.doh, s.q0, s.nq); }
+  auto lse(const Slice& s) const { return heads3(b_.lseh, s.q0, s.nq); }
+  auto delta(const Slice& s) const { return heads3(b_.delh, s.q0, s.nq); }
+  auto dq(const Slice& s) const { return heads4(b_.gqh, s.q0, s.nq); }
+  auto dk(const Slice& s) const { return heads4(b_.gkh, s.k0, s.nk); }
+  auto dv(const Slice& s) const { return heads4(b_.gvh, s.k0, s.nk); }
+
+  /// q, k, v (sequence side, any layout) -> q(), k(), v(), one all-to-all (G = 1).
   template <class QV, class KV, class VV>
   void inputs_to_heads(const QV& qc, const KV& kc, const VV& vc) {
-    const Slots3 s = qkv_slots();
-    pack_heads(compute_, qc, qmap(), b_.isend, s.a, "DistAttn::ulysses.pack_q");
-    pack_heads(compute_, kc, kmap(), b_.isend, s.b, "DistAttn::ulysses.pack_k");
-    pack_heads(compute_, vc, kmap(), b_.isend, s.c, "DistAttn::ulysses.pack_v");
-    exchange(b_.isend, b_.irecv, UlyssesPhase::QKV);
-    move_tokens<false>(compute_, b_.qh, b_.irecv, s.a, P(), "DistAttn::ulysses.unpack_q");
-    move_tokens<false>(compute_, b_.kh, b_.irecv, s.b, P(), "DistAttn::ulysses.unpack_k");
-    move_tokens<false>(compute_, b_.vh, b_.irecv, s.c, P(), "DistAttn::ulysses.unpack_v");
+    Reqs r = post_inputs(qc, kc, vc, whole());
+    finish_inputs(r, whole());
+  }
+  /// Packs the slice's q, k, v and posts their all-to-all (finish_inputs unpacks).
+  template <class QV, class KV, class VV>
+  Reqs post_inputs(const QV& qc, const KV& kc, const VV& vc, const Slice& sl) {
+    const Slots3 s = qkv_slots(sl);
+    const auto send = region(b_.isend, sl, s.a.block), recv = region(b_.irecv, sl, s.a.block);
+    pack_heads(compute_, qc, qmap(sl), send, s.a, "DistAttn::ulysses.pack_q");
+    pack_heads(compute_, kc, kmap(sl), send, s.b, "DistAttn::ulysses.pack_k");
+    pack_heads(compute_, vc, kmap(sl), send, s.c, "DistAttn::ulysses.pack_v");
+    Reqs r;
+    post(send, recv, UlyssesPhase::QKV, r);
+    return r;
+  }
+  void finish_inputs(Reqs& r, const Slice& sl) {
+    rec_.wait_on(r, true);
+    const Slots3 s = qkv_slots(sl);
+    const auto recv = region(b_.irecv, sl, s.a.block);
+    move_tokens<false>(compute_, q(sl), recv, s.a, P(), "DistAttn::ulysses.unpack_q");
+    move_tokens<false>(compute_, k(sl), recv, s.b, P(), "DistAttn::ulysses.unpack_k");
+    move_tokens<false>(compute_, v(sl), recv, s.c, P(), "DistAttn::ulysses.unpack_v");
   }
 
-  /// o(), lse() (head side) -> o, lse (sequence side, any layout).
+  /// o(), lse() (head side) -> o, lse (sequence side, any layout) (G = 1).
   template <class OV, class LV>
   void output_from_heads(const OV& o, const LV& lse) {
-    const BlockSlot so{q_words(), 0}, sl{stat_words(), 0};
-    move_tokens<true>(compute_, b_.oh, b_.osend, so, P(), "DistAttn::ulysses.pack_o");
-    move_token_stats<true>(compute_, b_.lseh, b_.lsend, sl, P(), "DistAttn::ulysses.pack_lse");
-    exchange(b_.osend, b_.orecv, UlyssesPhase::Out);
-    exchange(b_.lsend, b_.lrecv, UlyssesPhase::Out);
-    unpack_heads(compute_, b_.orecv, so, qmap(), o, "DistAttn::ulysses.unpack_o");
-    move_head_stats<false>(compute_, lse, qmap(), b_.lrecv, sl, "DistAttn::ulysses.unpack_lse");
+    Reqs r = post_output(whole());
+    finish_output(r, o, lse, whole());
+  }
+  /// Packs the slice's O and LSE and posts their all-to-alls.
+  Reqs post_output(const Slice& sl) {
+    const BlockSlot so{q_words(sl), 0}, st{stat_words(sl), 0};
+    const auto os = region(b_.osend, sl, so.block), ls = region(b_.lsend, sl, st.block);
+    move_tokens<true>(compute_, o(sl), os, so, P(), "DistAttn::ulysses.pack_o");
+    move_token_stats<true>(compute_, lse(sl), ls, st, P(), "DistAttn::ulysses.pack_lse");
+    Reqs r;
+    post(os, region(b_.orecv, sl, so.block), UlyssesPhase::Out, r);
+    post(ls, region(b_.lrecv, sl, st.block), UlyssesPhase::Out, r);
+    return r;
+  }
+  template <class OV, class LV>
+  void finish_output(Reqs& r, const OV& o, const LV& lse, const Slice& sl) {
+    rec_.wait_on(r, true);
+    const BlockSlot so{q_words(sl), 0}, st{stat_words(sl), 0};
+    unpack_heads(compute_, region(b_.orecv, sl, so.block), so, qmap(sl), o, "DistAttn::ulysses.unpack_o");
+    move_head_stats<false>(compute_, lse, qmap(sl), region(b_.lrecv, sl, st.block), st,
+                           "DistAttn::ulysses.unpack_lse");
   }
 
-  /// dO and two row statistics (LSE, then Delta or any other) -> dout(), lse(), delta().
+  /// dO and two row statistics (LSE, then Delta or any other) -> dout(), lse(), delta() (G = 1).
   template <class DV, class LV, class SV>
   void dout_to_heads(const DV& dc, const LV& lse, const SV& second) {
-    const BlockSlot sd{q_words(), 0}, sl{2 * stat_words(), 0}, s2{2 * stat_words(), stat_words()};
-    pack_heads(compute_, dc, qmap(), b_.osend, sd, "DistAttn::ulysses.pack_do");
-    move_head_stats<true>(compute_, lse, qmap(), b_.ssend, sl, "DistAttn::ulysses.pack_lse");
-    move_head_stats<true>(compute_, second, qmap(), b_.ssend, s2, "DistAttn::ulysses.pack_delta");
-    exchange(b_.osend, b_.orecv, UlyssesPhase::DOut);
-    exchange(b_.ssend, b_.srecv, UlyssesPhase::DOut);
-    move_tokens<false>(compute_, b_.doh, b_.orecv, sd, P(), "DistAttn::ulysses.unpack_do");
-    move_token_stats<false>(compute_, b_.lseh, b_.srecv, sl, P(), "DistAttn::ulysses.unpack_lse");
-    move_token_stats<false>(compute_, b_.delh, b_.srecv, s2, P(), "DistAttn::ulysses.unpack_delta");
+    Reqs r = post_dout(dc, lse, second, whole());
+    finish_dout(r, whole());
+  }
+  /// Packs the slice's dO, LSE and Delta and posts their all-to-alls.
+  template <class DV, class LV, class SV>
+  Reqs post_dout(const DV& dc, const LV& lse, const SV& second, const Slice& sl) {
+    const std::size_t sw = stat_words(sl);
+    const BlockSlot sd{q_words(sl), 0}, s1{2 * sw, 0}, s2{2 * sw, sw};
+    const auto ds = region(b_.osend, sl, sd.block), ss = region(b_.ssend, sl, s1.block);
+    pack_heads(compute_, dc, qmap(sl), ds, sd, "DistAttn::ulysses.pack_do");
+    move_head_stats<true>(compute_, lse, qmap(sl), ss, s1, "DistAttn::ulysses.pack_lse");
+    move_head_stats<true>(compute_, second, qmap(sl), ss, s2, "DistAttn::ulysses.pack_delta");
+    Reqs r;
+    post(ds, region(b_.orecv, sl, sd.block), UlyssesPhase::DOut, r);
+    post(ss, region(b_.srecv, sl, s1.block), UlyssesPhase::DOut, r);
+    return r;
+  }
+  void finish_dout(Reqs& r, const Slice& sl) {
+    rec_.wait_on(r, true);
+    const std::size_t sw = stat_words(sl);
+    const BlockSlot sd{q_words(sl), 0}, s1{2 * sw, 0}, s2{2 * sw, sw};
+    const auto sr = region(b_.srecv, sl, s1.block);
+    move_tokens<false>(compute_, dout(sl), region(b_.orecv, sl, sd.block), sd, P(), "DistAttn::ulysses.unpack_do");
+    move_token_stats<false>(compute_, lse(sl), sr, s1, P(), "DistAttn::ulysses.unpack_lse");
+    move_token_stats<false>(compute_, delta(sl), sr, s2, P(), "DistAttn::ulysses.unpack_delta");
   }
 
   /// dO -> dout(), and with `with_lse` LSE -> lse() (the hybrid: its inner executor
@@ -151,17 +239,31 @@ class HeadExchange {
   }
 
   /// dq(), dk(), dv() (fp32, head side) -> dq, dk, dv (sequence side, any type and
-  /// layout), one all-to-all; replicated K/V heads' contributions are summed.
+  /// layout), one all-to-all; replicated K/V heads' contributions are summed (G = 1).
   template <class DQV, class DKV, class DVV>
   void grads_from_heads(const DQV& dq, const DKV& dk, const DVV& dv) {
-    const Slots3 s = qkv_slots();
-    move_tokens<true>(compute_, b_.gqh, b_.gsend, s.a, P(), "DistAttn::ulysses.pack_dq");
-    move_tokens<true>(compute_, b_.gkh, b_.gsend, s.b, P(), "DistAttn::ulysses.pack_dk");
-    move_tokens<true>(compute_, b_.gvh, b_.gsend, s.c, P(), "DistAttn::ulysses.pack_dv");
-    exchange(b_.gsend, b_.grecv, UlyssesPhase::Grad);
-    unpack_heads(compute_, b_.grecv, s.a, qmap(), dq, "DistAttn::ulysses.unpack_dq");
-    unpack_heads(compute_, b_.grecv, s.b, kmap(), dk, "DistAttn::ulysses.unpack_dk");
-    unpack_heads(compute_, b_.grecv, s.c, kmap(), dv, "DistAttn::ulysses.unpack_dv");
+    Reqs r = post_grads(whole());
+    finish_grads(r, dq, dk, dv, whole());
+  }
+  /// Packs the slice's dq, dk, dv and posts their all-to-all.
+  Reqs post_grads(const Slice& sl) {
+    const Slots3 s = qkv_slots(sl);
+    const auto send = region(b_.gsend, sl, s.a.block);
+    move_tokens<true>(compute_, dq(sl), send, s.a, P(), "DistAttn::ulysses.pack_dq");
+    move_tokens<true>(compute_, dk(sl), send, s.b, P(), "DistAttn::ulysses.pack_dk");
+    move_tokens<true>(compute_, dv(sl), send, s.c, P(), "DistAttn::ulysses.pack_dv");
+    Reqs r;
+    post(send, region(b_.grecv, sl, s.a.block), UlyssesPhase::Grad, r);
+    return r;
+  }
+  template <class DQV, class DKV, class DVV>
+  void finish_grads(Reqs& r, const DQV& dq, const DKV& dk, const DVV& dv, const Slice& sl) {
+    rec_.wait_on(r, true);
+    const Slots3 s = qkv_slots(sl);
+    const auto recv = region(b_.grecv, sl, s.a.block);
+    unpack_heads(compute_, recv, s.a, qmap(sl), dq, "DistAttn::ulysses.unpack_dq");
+    unpack_heads(compute_, recv, s.b, kmap(sl), dk, "DistAttn::ulysses.unpack_dk");
+    unpack_heads(compute_, recv, s.c, kmap(sl), dv, "DistAttn::ulysses.unpack_dv");
   }
 
  private:
@@ -171,35 +273,73 @@ class HeadExchange {
   int P() const { return comm_.size(); }
   HeadMap qmap() const { return HeadMap::query(heads_); }
   HeadMap kmap() const { return HeadMap::key(heads_); }
+  HeadMap qmap(const Slice& s) const { return HeadMap::query(heads_, s.q0, s.nq); }
+  HeadMap kmap(const Slice& s) const { return HeadMap::key(heads_, s.k0, s.nk); }
   /// Elements of one rank's block: its tokens' (or its heads') share of a tensor.
-  std::size_t q_words() const { return std::size_t(B_) * c_ * heads_.local_heads() * D_; }
-  std::size_t kv_words() const { return std::size_t(B_) * c_ * heads_.local_kv_heads() * D_; }
-  std::size_t stat_words() const { return std::size_t(B_) * heads_.local_heads() * c_; }
-  /// Blocks of [q | k | v] (or [dq | dk | dv]).
-  Slots3 qkv_slots() const {
-    const std::size_t nq = q_words(), nk = kv_words(), blk = nq + 2 * nk;
+  std::size_t q_words() const { return q_words(whole()); }
+  std::size_t stat_words() const { return stat_words(whole()); }
+  std::size_t q_words(const Slice& s) const { return std::size_t(B_) * c_ * s.nq * D_; }
+  std::size_t kv_words(const Slice& s) const { return std::size_t(B_) * c_ * s.nk * D_; }
+  std::size_t stat_words(const Slice& s) const { return std::size_t(B_) * s.nq * c_; }
+  /// Blocks of [q | k | v] (or [dq | dk | dv]) of one slice.
+  Slots3 qkv_slots(const Slice& sl) const {
+    const std::size_t nq = q_words(sl), nk = kv_words(sl), blk = nq + 2 * nk;
     return {BlockSlot{blk, 0}, BlockSlot{blk, nq}, BlockSlot{blk, nq + nk}};
   }
-
-  /// One all-to-all of `send` (P blocks) into `recv`, waited on by the compute instance.
+  /// The slice's slot of a message buffer of P blocks of `block` elements per
+  /// group slot: group g's is slot g mod slots(G) (the whole buffer for G = 1).
   template <class V>
-  void exchange(const V& send, const V& recv, UlyssesPhase phase) {
+  V region(const V& buf, const Slice& s, std::size_t block) const {
+    const std::size_t len = std::size_t(P()) * block, first = len * std::size_t((s.q0 / s.nq) % slots(G_));
+    DISTATTN_REQUIRE(first + len <= buf.extent(0), "DistAttn::Impl::HeadExchange",
+                     "a head group's message does not fit its slot (groups=" << G_ << ")");
+    return Kokkos::subview(buf, Kokkos::make_pair(first, first + len));
+  }
+  /// Heads [first, first + count) of a group-major head-side tensor.
+  template <class V>
+  static auto heads4(const V& x, int first, int count) {
+    using U = Kokkos::View<typename V::value_type****, Kokkos::LayoutRight, typename V::memory_space,
+                           Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    const std::size_t B = x.extent(0), N = x.extent(1), D = x.extent(3);
+    return U(x.data() + B * N * std::size_t(first) * D, B, N, std::size_t(count), D);
+  }
+  template <class V>
+  static auto heads3(const V& x, int first, int count) {
+    using U = Kokkos::View<typename V::value_type***, Kokkos::LayoutRight, typename V::memory_space,
+                           Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+    const std::size_t B = x.extent(0), N = x.extent(2);
+    return U(x.data() + B * std::size_t(first) * N, B, std::size_t(count), N);
+  }
+
+  /// Posts one all-to-all of `send` (P blocks) into `recv` after what compute has
+  /// queued (the packing), on the communicator's instance; adds it to `reqs`.
+  template <class V>
+  void post(const V& send, const V& recv, UlyssesPhase phase, Reqs& reqs) {
     if (rec_.skip_transfers()) return;
     comm_.depend_on(compute_);  // the blocks were packed on compute
-    std::vector<Req> reqs;
     reqs.push_back(all_to_all(comm_, send, recv));
     const std::uint64_t bytes =
         std::uint64_t(P() - 1) * (send.size() / std::size_t(P())) * sizeof(typename V::value_type);
     rec_.sent(phase, bytes);
     rec_.received(phase, bytes);
     rec_.posted();
-    rec_.wait_on(reqs, true);
   }
+  /// One all-to-all, waited on by the compute instance.
+  template <class V>
+  void exchange(const V& send, const V& recv, UlyssesPhase phase) {
+    Reqs r;
+    post(send, recv, phase, r);
+    rec_.wait_on(r, true);
+  }
+
+  /// Group slots of each message buffer: two while groups pipeline, else one.
+  static int slots(int groups) { return std::min(groups, 2); }
 
   struct Shape {
     int B, c, D;
     UlyssesHeads heads;
     Use use;
+    int G = 1;  ///< head groups
   };
   struct Buffers {
     TView qh, kh, vh, oh, doh;
@@ -221,44 +361,59 @@ class HeadExchange {
     c.take(b.oh, "DistAttn::ulysses.o_heads", s.B, N, L, s.D);
     c.take(b.lseh, "DistAttn::ulysses.lse_heads", s.B, L, N);
   }
-  /// Per-peer blocks of one message: q, k, v (or dq, dk, dv) of one rank.
+  /// One group slot of a message, all ranks' blocks: q, k, v (or dq, dk, dv), O, or
+  /// one row statistic of the group's L/G query and Lk/G K/V heads.
   static std::size_t qkv_words(const Shape& s) {
-    return std::size_t(s.B) * s.c * s.D * (s.heads.local_heads() + 2 * s.heads.local_kv_heads());
+    return std::size_t(s.heads.ranks) * s.B * s.c * s.D * (s.heads.local_heads() + 2 * s.heads.local_kv_heads()) /
+           s.G;
   }
-  static std::size_t q_words(const Shape& s) { return std::size_t(s.B) * s.c * s.heads.local_heads() * s.D; }
-  static std::size_t stat_words(const Shape& s) { return std::size_t(s.B) * s.heads.local_heads() * s.c; }
+  static std::size_t q_words(const Shape& s) {
+    return std::size_t(s.heads.ranks) * s.B * s.c * s.heads.local_heads() * s.D / s.G;
+  }
+  static std::size_t stat_words(const Shape& s) {
+    return std::size_t(s.heads.ranks) * s.B * s.heads.local_heads() * s.c / s.G;
+  }
+  /// A message buffer of slots(G) group slots of `words` elements each.
+  template <class V>
+  static void take_message(Carver<Mem>& c, V& v, const char* name, const Shape& s, std::size_t words) {
+    c.take(v, name, std::size_t(slots(s.G)) * words);
+  }
   static void lay_out_qkv_messages(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    const std::size_t in = std::size_t(s.heads.ranks) * qkv_words(s);
-    c.take(b.isend, "DistAttn::ulysses.qkv_send", in);
-    c.take(b.irecv, "DistAttn::ulysses.qkv_recv", in);
+    take_message(c, b.isend, "DistAttn::ulysses.qkv_send", s, qkv_words(s));
+    take_message(c, b.irecv, "DistAttn::ulysses.qkv_recv", s, qkv_words(s));
   }
   static void lay_out_o_messages(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    const std::size_t P = std::size_t(s.heads.ranks);
-    c.take(b.osend, "DistAttn::ulysses.o_send", P * q_words(s));
-    c.take(b.orecv, "DistAttn::ulysses.o_recv", P * q_words(s));
+    take_message(c, b.osend, "DistAttn::ulysses.o_send", s, q_words(s));
+    take_message(c, b.orecv, "DistAttn::ulysses.o_recv", s, q_words(s));
   }
   static void lay_out_lse_messages(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    const std::size_t P = std::size_t(s.heads.ranks);
-    c.take(b.lsend, "DistAttn::ulysses.lse_send", P * stat_words(s));
-    c.take(b.lrecv, "DistAttn::ulysses.lse_recv", P * stat_words(s));
+    take_message(c, b.lsend, "DistAttn::ulysses.lse_send", s, stat_words(s));
+    take_message(c, b.lrecv, "DistAttn::ulysses.lse_recv", s, stat_words(s));
   }
-  // Phases (each exchange is waited on before the next packs): q|k|v in; the
-  // attention (its state); O and LSE out.
+  /// Starts a later phase of a pass: over the earlier phases' buffers with one
+  /// group (each exchange is waited on before the next phase packs), after them
+  /// when groups pipeline (one group's inputs, another's compute and a third's
+  /// results are live at once).
+  static void next_phase(Carver<Mem>& c, std::size_t mark, const Shape& s) {
+    if (s.G == 1) c.rewind(mark);
+  }
+  // Phases: q|k|v in; the attention (its state, one group's heads); O and LSE out.
   static void lay_out_forward(Carver<Mem>& c, Buffers& b, const Shape& s) {
     if (!s.use.keep_output) lay_out_output(c, b, s);
     const std::size_t m = c.mark();
     lay_out_qkv_messages(c, b, s);
     if (s.use.state_and_delta) {
-      c.rewind(m);
-      c.state(b.state, "DistAttn::ulysses.state", s.B, s.heads.ranks * s.c, s.heads.local_heads(), s.D);
+      next_phase(c, m, s);
+      c.state(b.state, "DistAttn::ulysses.state", s.B, s.heads.ranks * s.c, s.heads.local_heads() / s.G, s.D);
     }
-    c.rewind(m);
+    next_phase(c, m, s);
     lay_out_o_messages(c, b, s);
     lay_out_lse_messages(c, b, s);
     c.to_end();
   }
-  // Phases: q|k|v in again (and the hybrid's O) when forward's are not kept;
-  // dO and statistics in, read by the attention; gradients out.
+  // Phases: q|k|v in again (and the hybrid's O) when forward's are not kept, one
+  // group after the other, all waited on before dO packs; then dO and statistics
+  // in, read by the attention, and gradients out (pipelined over the groups).
   static void lay_out_backward(Carver<Mem>& c, Buffers& b, const Shape& s) {
     const int N = s.heads.ranks * s.c, L = s.heads.local_heads(), Lk = s.heads.local_kv_heads();
     if (s.use.state_and_delta) c.take(b.seq_delta, "DistAttn::ulysses.delta", s.B, s.heads.heads, s.c);
@@ -273,16 +428,14 @@ class HeadExchange {
     lay_out_o_messages(c, b, s);
     if (s.use.state_and_delta) {
       c.take(b.delh, "DistAttn::ulysses.delta_heads", s.B, L, N);
-      const std::size_t two = 2 * std::size_t(s.heads.ranks) * stat_words(s);
-      c.take(b.ssend, "DistAttn::ulysses.stats_send", two);
-      c.take(b.srecv, "DistAttn::ulysses.stats_recv", two);
+      take_message(c, b.ssend, "DistAttn::ulysses.stats_send", s, 2 * stat_words(s));
+      take_message(c, b.srecv, "DistAttn::ulysses.stats_recv", s, 2 * stat_words(s));
     } else {
       lay_out_lse_messages(c, b, s);
     }
-    c.rewind(m);
-    const std::size_t g = std::size_t(s.heads.ranks) * qkv_words(s);
-    c.take(b.gsend, "DistAttn::ulysses.grad_send", g);
-    c.take(b.grecv, "DistAttn::ulysses.grad_recv", g);
+    next_phase(c, m, s);
+    take_message(c, b.gsend, "DistAttn::ulysses.grad_send", s, qkv_words(s));
+    take_message(c, b.grecv, "DistAttn::ulysses.grad_recv", s, qkv_words(s));
     c.to_end();
   }
 
@@ -292,6 +445,7 @@ class HeadExchange {
   int B_, c_, D_;
   UlyssesHeads heads_;
   Use use_;
+  int G_;
   KeptAndPassWorkspace<Mem> mem_{"DistAttn::ulysses.kept", "DistAttn::ulysses.workspace"};
   Buffers b_;
 };

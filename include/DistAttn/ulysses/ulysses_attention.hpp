@@ -17,6 +17,11 @@
 ///             attention_bwd_update -> dq_h, dk_h, dv_h (fp32)
 ///             dq|dk|dv --all-to-all--> dq, dk, dv (replicated K/V heads summed)
 ///
+/// The all-to-alls are pipelined over head groups (UlyssesOptions::head_groups,
+/// ulysses_head_groups): group g + 1's inputs and group g - 1's results travel on
+/// the communicator's instance while group g computes on `compute`. Heads are
+/// independent, so the results are bitwise those of one group.
+///
 /// Backward reuses q_h, k_h, v_h when given the same q, k, v Views (data
 /// pointers) as the last forward, and repeats their all-to-all otherwise (the QKV
 /// phase of the backward); like autograd it assumes they were not modified.
@@ -53,8 +58,11 @@ class UlyssesAttention {
   using Acc  = accum_t<T>;
   using Mem  = typename Exec::memory_space;
   using Comm = Communicator<CommSpace, Exec>;
+  using Exchange = Impl::HeadExchange<T, CommSpace, Exec>;
+  using Slice    = typename Exchange::Slice;
+  using Reqs     = typename Exchange::Reqs;
   /// q_h, k_h, v_h kept for backward; the one-call attention's state and Delta in the workspace.
-  static constexpr typename Impl::HeadExchange<T, CommSpace, Exec>::Use kUse{false, true};
+  static constexpr typename Exchange::Use kUse{false, true};
 
   /// @param comm    the ranks (their exec() carries the all-to-alls); must outlive the executor
   /// @param compute instance the attention runs on
@@ -63,7 +71,8 @@ class UlyssesAttention {
                    const UlyssesOptions& opts = {})
       : comm_(comm), compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim), opts_(opts),
         rec_(compute, opts), x_(comm, compute, rec_, batch, chunk, UlyssesHeads(comm.size(), heads, kv_heads),
-                                head_dim, kUse) {
+                                head_dim, kUse,
+                                ulysses_head_groups(UlyssesHeads(comm.size(), heads, kv_heads), opts.head_groups)) {
     constexpr const char* where = "DistAttn::UlyssesAttention";
     DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
@@ -76,6 +85,8 @@ class UlyssesAttention {
 
   const UlyssesStats& stats() const { return rec_.stats(); }
   const UlyssesHeads& heads() const { return x_.heads(); }
+  /// Head groups the all-to-alls are pipelined over.
+  int head_groups() const { return x_.groups(); }
   int chunk() const { return c_; }
   /// Forget q_h, k_h, v_h saved by forward (the next backward rebuilds them).
   void invalidate_saved_inputs() { saved_.clear(); }
@@ -84,9 +95,11 @@ class UlyssesAttention {
   /// the pass's workspace (the executor holds the kept tensors plus the larger workspace).
   MemoryPlan memory_plan() const { return x_.memory_plan(); }
   /// The same for P ranks and any extents, without a communicator.
-  static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim) {
-    return Impl::HeadExchange<T, CommSpace, Exec>::memory_plan(batch, chunk, UlyssesHeads(P, heads, kv_heads),
-                                                               head_dim, kUse);
+  /// `head_groups` as UlyssesOptions::head_groups (0: the default).
+  static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
+                                int head_groups = 0) {
+    const UlyssesHeads h(P, heads, kv_heads);
+    return Exchange::memory_plan(batch, chunk, h, head_dim, kUse, ulysses_head_groups(h, head_groups));
   }
   /// Bytes this executor holds now.
   std::size_t held_bytes() const { return x_.held_bytes(); }
@@ -103,17 +116,18 @@ class UlyssesAttention {
     });
     x_.use_workspace(false);
     begin_pass(where);
-    // Steps: sequence -> heads all-to-all, the local attention, heads -> sequence.
-    rec_.step();
-    x_.inputs_to_heads(q, k, v);
-    saved_.remember(q, k, v);
     // The head side holds the whole sequence in position order.
     rec_.step();
-    rec_.timed([&] {
-      attention_fwd(compute_, x_.q(), x_.k(), x_.v(), x_.o(), x_.lse(), tile_options(), x_.state());
-    });
-    rec_.step();
-    x_.output_from_heads(o, lse);
+    Reqs first = x_.post_inputs(q, k, v, x_.slice(0));
+    saved_.remember(q, k, v);
+    pipeline(
+        first, [&](const Slice& s) { return x_.post_inputs(q, k, v, s); },
+        [&](Reqs& r, const Slice& s) { x_.finish_inputs(r, s); },
+        [&](const Slice& s) {
+          attention_fwd(compute_, x_.q(s), x_.k(s), x_.v(s), x_.o(s), x_.lse(s), tile_options(), x_.state());
+        },
+        [&](const Slice& s) { return x_.post_output(s); },
+        [&](Reqs& r, const Slice& s) { x_.finish_output(r, o, lse, s); });
     end_pass();
   }
 
@@ -132,27 +146,32 @@ class UlyssesAttention {
     const bool reuse = saved_.same(q, k, v);
     begin_pass(where);
     rec_.step();
-    if (!reuse) x_.inputs_to_heads(q, k, v);
+    for (int g = 0; g < x_.groups() && !reuse; ++g) {  // in the forward's group-major layout
+      Reqs r = x_.post_inputs(q, k, v, x_.slice(g));
+      x_.finish_inputs(r, x_.slice(g));
+    }
     saved_.remember(q, k, v);
     // Delta from the sequence side's O, so O never travels.
     attention_bwd_delta(compute_, o, dout, x_.seq_delta());
-    x_.dout_to_heads(dout, lse, x_.seq_delta());
     x_.clear_grads();
-    rec_.step();
-    rec_.timed([&] {
-      attention_bwd_update(compute_, x_.q(), x_.k(), x_.v(), x_.dout(), x_.lse(), x_.delta(), x_.dq(), x_.dk(),
-                           x_.dv(), tile_options());
-    });
-    rec_.step();
-    x_.grads_from_heads(dq, dk, dv);
+    auto post_dout = [&](const Slice& s) { return x_.post_dout(dout, lse, x_.seq_delta(), s); };
+    Reqs first     = post_dout(x_.slice(0));
+    pipeline(
+        first, post_dout, [&](Reqs& r, const Slice& s) { x_.finish_dout(r, s); },
+        [&](const Slice& s) {
+          attention_bwd_update(compute_, x_.q(s), x_.k(s), x_.v(s), x_.dout(s), x_.lse(s), x_.delta(s), x_.dq(s),
+                               x_.dk(s), x_.dv(s), tile_options());
+        },
+        [&](const Slice& s) { return x_.post_grads(s); },
+        [&](Reqs& r, const Slice& s) { x_.finish_grads(r, dq, dk, dv, s); });
     end_pass();
   }
 
  private:
   std::vector<Impl::ConfigField> config(int pass) const {
-    return {{"batch", B_},      {"chunk", c_},     {"heads", H_},           {"kv_heads", Hkv_},
-            {"head_dim", D_},   {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
-            {"pass", pass}};
+    return {{"batch", B_},        {"chunk", c_},     {"heads", H_},           {"kv_heads", Hkv_},
+            {"head_dim", D_},     {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
+            {"head_groups", x_.groups()}, {"pass", pass}};
   }
 
   template <class QV, class KV, class VV>
@@ -180,12 +199,42 @@ class UlyssesAttention {
   }
   void end_pass() { rec_.end("DistAttn::UlyssesAttention: pass done"); }
 
+  /// The head groups' pipeline, in the posting order ulysses_pipeline_seconds
+  /// replays: `first` (group 0's inputs) and group 1's inputs travel, then after
+  /// each group's compute its results and group g + 2's inputs go out while group
+  /// g + 1 computes. Message slots (HeadExchange) are reused only by group g + 2,
+  /// after group g was waited on. Steps: one per group's compute (the caller
+  /// opened the inputs' step), then the last results. One group: in, compute, out.
+  template <class PostIn, class FinishIn, class Compute, class PostOut, class FinishOut>
+  void pipeline(Reqs& first, PostIn&& post_in, FinishIn&& finish_in, Compute&& compute, PostOut&& post_out,
+                FinishOut&& finish_out) {
+    const int G = x_.groups();
+    std::vector<Reqs> in(G), out(G);
+    in[0] = std::move(first);
+    if (G > 1) in[1] = post_in(x_.slice(1));
+    finish_in(in[0], x_.slice(0));
+    for (int g = 0; g < G; ++g) {
+      const Slice s = x_.slice(g);
+      rec_.step();
+      rec_.timed([&] { compute(s); });
+      if (g + 1 == G) break;
+      out[g] = post_out(s);
+      if (g > 0) finish_out(out[g - 1], x_.slice(g - 1));
+      if (g + 2 < G) in[g + 2] = post_in(x_.slice(g + 2));
+      finish_in(in[g + 1], x_.slice(g + 1));
+    }
+    rec_.step();
+    out[G - 1] = post_out(x_.slice(G - 1));
+    if (G > 1) finish_out(out[G - 2], x_.slice(G - 2));
+    finish_out(out[G - 1], x_.slice(G - 1));
+  }
+
   Comm& comm_;
   Exec compute_;
   int B_, c_, H_, Hkv_, D_;
   UlyssesOptions opts_;
   Impl::PassRecorder<Exec, UlyssesStats> rec_;
-  Impl::HeadExchange<T, CommSpace, Exec> x_;
+  Exchange x_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::SavedInputs saved_;
 };

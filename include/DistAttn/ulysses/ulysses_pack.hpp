@@ -14,6 +14,7 @@
 #include <DistAttn/ulysses/ulysses_types.hpp>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace DistAttn::Impl {
 
@@ -23,17 +24,24 @@ struct BlockSlot {
   std::size_t offset = 0;  ///< first element of this tensor inside a block
 };
 
-/// Which heads of a sequence-side tensor block g carries: [first(g), first(g) + local).
+/// Which heads of a sequence-side tensor block g carries: [first(g), first(g) + local),
+/// `offset` heads into rank g's share (a pipeline group's slice of it).
 struct HeadMap {
   int ranks = 1, local = 1, total = 1;
   bool kv = false;
   std::int64_t kv_heads = 1;
+  int span = 1;    ///< heads of one rank's whole share
+  int offset = 0;  ///< first head of the slice inside that share
   KOKKOS_INLINE_FUNCTION int first(int g) const {
-    return kv ? int(std::int64_t(g) * kv_heads / ranks) : g * local;
+    return (kv ? int(std::int64_t(g) * kv_heads / ranks) : g * span) + offset;
   }
-  static HeadMap query(const UlyssesHeads& h) { return HeadMap{h.ranks, h.local_heads(), h.heads, false, 1}; }
-  static HeadMap key(const UlyssesHeads& h) {
-    return HeadMap{h.ranks, h.local_kv_heads(), h.kv_heads, true, h.kv_heads};
+  /// Query heads [offset, offset + count) of every rank's share (count 0: all).
+  static HeadMap query(const UlyssesHeads& h, int offset = 0, int count = 0) {
+    return HeadMap{h.ranks, count > 0 ? count : h.local_heads(), h.heads, false, 1, h.local_heads(), offset};
+  }
+  static HeadMap key(const UlyssesHeads& h, int offset = 0, int count = 0) {
+    return HeadMap{h.ranks,    count > 0 ? count : h.local_kv_heads(), h.kv_heads, true, h.kv_heads,
+                   h.local_kv_heads(), offset};
   }
 };
 
@@ -53,7 +61,8 @@ void pack_heads(const Exec& exec, const X& x, const HeadMap& m, const Buf& buf, 
 }
 
 /// x ([B, n, total, D], any layout) <- the head blocks of every rank; a head that
-/// several blocks carry (replicated K/V heads) gets their sum.
+/// several blocks carry (replicated K/V heads) gets their sum, one that none
+/// carries (another pipeline group's) is left as it is.
 template <class Exec, class Buf, class X>
 void unpack_heads(const Exec& exec, const Buf& buf, BlockSlot s, const HeadMap& m, const X& x, const char* label) {
   const long B = long(x.extent(0)), n = long(x.extent(1)), H = long(x.extent(2)), D = long(x.extent(3));
@@ -64,13 +73,15 @@ void unpack_heads(const Exec& exec, const Buf& buf, BlockSlot s, const HeadMap& 
   Kokkos::parallel_for(
       label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * n * H * D), KOKKOS_LAMBDA(long idx) {
         const long d = idx % D, h = (idx / D) % H, j = (idx / (D * H)) % n, b = idx / (D * H * n);
-        BT sum = 0;
+        BT sum   = 0;
+        bool hit = false;
         for (int g = 0; g < P; ++g) {
           const long hl = h - m.first(g);
           if (hl < 0 || hl >= L) continue;
           sum += buf(std::size_t(g) * s.block + s.offset + std::size_t(((b * n + j) * L + hl) * D + d));
+          hit = true;
         }
-        x(b, j, h, d) = XT(sum);
+        if (hit) x(b, j, h, d) = XT(sum);
       });
 }
 

@@ -6,12 +6,17 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/executor/executor_options.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
 namespace DistAttn {
 
-struct UlyssesOptions : ExecutorOptions {};
+struct UlyssesOptions : ExecutorOptions {
+  /// Head groups the all-to-alls are pipelined over (ulysses_head_groups): group
+  /// g + 1 travels while group g computes. 0 = the default, 1 = no pipelining.
+  int head_groups = 0;
+};
 
 /// @brief Which heads rank g works on after the all-to-all.
 ///
@@ -45,6 +50,42 @@ struct UlyssesHeads {
   /// Ranks that hold each K/V head (1 unless K/V heads are replicated).
   int kv_replicas() const { return kv_heads >= ranks ? 1 : ranks / kv_heads; }
 };
+
+/// @brief The head groups G a Ulysses pass is pipelined over.
+///
+/// Each rank's L = H/P query heads and Lk K/V heads split into G groups of L/G
+/// and Lk/G (each group's query heads read exactly its K/V heads); each group's
+/// inputs travel, compute and return as their own all-to-alls, so group g + 1's
+/// inputs (and group g - 1's results) are in flight while group g computes. G
+/// must divide Lk: a K/V head's dK/dV is one sum over all its query heads inside
+/// a single call, and splitting that sum over calls would change its rounding.
+/// So with one K/V head per rank (Hkv <= P) nothing is pipelined. Heads are
+/// independent in every kernel, so results are bitwise those of G = 1.
+/// Largest default group count: past a few groups the per-call and per-message
+/// overheads outweigh the smaller exposed first and last exchanges.
+inline constexpr int kDefaultUlyssesHeadGroups = 4;
+
+/// G for `requested` (0 = the largest valid G <= kDefaultUlyssesHeadGroups).
+/// Valid: G divides both L and Lk.
+inline int ulysses_head_groups(const UlyssesHeads& h, int requested) {
+  constexpr const char* where = "DistAttn::UlyssesOptions::head_groups";
+  const int L = h.local_heads(), Lk = h.local_kv_heads();
+  auto valid = [&](int G) { return G >= 1 && L % G == 0 && Lk % G == 0; };
+  int G = requested;
+  if (G == 0) {
+    G = 1;
+    for (int g = std::min(L, kDefaultUlyssesHeadGroups); g > 1; --g)
+      if (valid(g)) {
+        G = g;
+        break;
+      }
+  }
+  DISTATTN_REQUIRE(requested >= 0, where, "head_groups must be >= 0 (0 = default), got " << requested);
+  DISTATTN_REQUIRE(valid(G), where,
+                   "head_groups=" << G << " must divide the " << L << " query heads and the " << Lk
+                                  << " K/V heads per rank");
+  return G;
+}
 
 /// @brief What travels, each as one all-to-all.
 enum class UlyssesPhase : int {
