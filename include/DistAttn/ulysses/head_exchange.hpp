@@ -161,7 +161,9 @@ class HeadExchange {
   /// Packs the slice's O and LSE and posts their all-to-alls.
   Reqs post_output(const Slice& sl) {
     const BlockSlot so{q_words(sl), 0}, st{stat_words(sl), 0};
-    const auto os = region(b_.osend, sl, so.block), ls = region(b_.lsend, sl, st.block);
+    // Separate declarations: O travels in T, LSE in Acc (the same type only for fp64).
+    const auto os = region(b_.osend, sl, so.block);
+    const auto ls = region(b_.lsend, sl, st.block);
     move_tokens<true>(compute_, o(sl), os, so, P(), "DistAttn::ulysses.pack_o");
     move_token_stats<true>(compute_, lse(sl), ls, st, P(), "DistAttn::ulysses.pack_lse");
     Reqs r;
@@ -189,7 +191,8 @@ class HeadExchange {
   Reqs post_dout(const DV& dc, const LV& lse, const SV& second, const Slice& sl) {
     const std::size_t sw = stat_words(sl);
     const BlockSlot sd{q_words(sl), 0}, s1{2 * sw, 0}, s2{2 * sw, sw};
-    const auto ds = region(b_.osend, sl, sd.block), ss = region(b_.ssend, sl, s1.block);
+    const auto ds = region(b_.osend, sl, sd.block);
+    const auto ss = region(b_.ssend, sl, s1.block);
     pack_heads(compute_, dc, qmap(sl), ds, sd, "DistAttn::ulysses.pack_do");
     move_head_stats<true>(compute_, lse, qmap(sl), ss, s1, "DistAttn::ulysses.pack_lse");
     move_head_stats<true>(compute_, second, qmap(sl), ss, s2, "DistAttn::ulysses.pack_delta");
