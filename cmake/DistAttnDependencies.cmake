@@ -41,6 +41,19 @@ if(NOT DistAttn_FIND_QUIETLY)
   message(STATUS "DistAttn: Kokkos ${Kokkos_VERSION} (devices: ${Kokkos_DEVICES})")
 endif()
 
+# A shared libdistattn built on a static Kokkos carries its own copy of Kokkos, and
+# every executable that links both gets a second one: the two free the same
+# globals at exit (seen as "double free" after the tests pass, 2026-11-23 on an
+# H100). Loading only the shared library (the PyTorch binding) is fine.
+if(BUILD_SHARED_LIBS AND NOT DISTATTN_AS_DEPENDENCY AND TARGET Kokkos::kokkoscore)
+  get_target_property(_da_kokkos_type Kokkos::kokkoscore TYPE)
+  if(_da_kokkos_type STREQUAL "STATIC_LIBRARY")
+    message(WARNING "BUILD_SHARED_LIBS=ON with a static Kokkos: programs linking libdistattn.so and Kokkos hold two "
+                    "copies of Kokkos and crash at exit. Use this build only for the C ABI / PyTorch binding, or "
+                    "build Kokkos and Kokkos Kernels with -DBUILD_SHARED_LIBS=ON.")
+  endif()
+endif()
+
 _distattn_find(KokkosKernels ${_da_kk_hints})
 if(NOT TARGET DistAttn::kokkoskernels)
   add_library(DistAttn::kokkoskernels INTERFACE IMPORTED)
