@@ -61,6 +61,7 @@ class HostStagingPool : public std::enable_shared_from_this<HostStagingPool> {
   /// A host buffer of exactly `n` bytes (a prefix of a pooled one), held until
   /// the returned pointer and its copies are dropped.
   std::shared_ptr<HostBytes> acquire(std::size_t n) {
+    if (n == 0) return std::make_shared<HostBytes>();  // nothing to stage; leave the pool alone
     HostBytes whole;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -73,7 +74,7 @@ class HostStagingPool : public std::enable_shared_from_this<HostStagingPool> {
         free_.erase(best);
       }
     }
-    if (whole.extent(0) < n || n == 0) whole = HostBytes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "DistAttn::host_staging"), n);
+    if (whole.extent(0) == 0) whole = HostBytes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "DistAttn::host_staging"), n);
     auto self = shared_from_this();
     return std::shared_ptr<HostBytes>(new HostBytes(Kokkos::subview(whole, std::make_pair(std::size_t(0), n))),
                                       [self, whole](HostBytes* p) {
