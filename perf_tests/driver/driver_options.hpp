@@ -21,7 +21,7 @@ struct Options {
   bool causal = true, check = false, backward = true, print_schedule = false, help = false;
   int warmup = 1, iters = 3;
   double delay_ms = 0.0;  // injected receive delay (tests the waits, not speed)
-  int head_group  = 0;    // ring kinds: kv heads per pass (0 = all that fit)
+  int head_group  = 0;    // ring kinds, grid2d: kv heads per pass (0 = all that fit)
   std::string tiles;      // --schedule auto: the cost model's tile table (perf_tests/data/, cost_calibrate)
   int auto_show   = 8;    // --schedule auto: how many ranked choices to print
   bool decompose = false;  // also time the schedule with transfers disabled (exposed communication)
@@ -57,7 +57,7 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
   app.add_option("--inner", o.inner, "hybrid: the sequence executor inside each head group")
       ->check(CLI::IsMember({"ring", "balanced", "zigzag", "grid2d-no", "grid2d-o"}))
       ->capture_default_str();
-  app.add_option("--head-group", o.head_group, "ring kinds: kv heads per pass (default 0: all heads that fit)")
+  app.add_option("--head-group", o.head_group, "ring kinds, grid2d-no/grid2d-o: kv heads per pass (default 0: all heads that fit)")
       ->check(at_least(0));
   app.add_option("--tiles", o.tiles, "auto: the cost model's tile table (see perf_tests/data/ and cost_calibrate)")
       ->check(CLI::ExistingFile);
