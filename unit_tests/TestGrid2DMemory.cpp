@@ -2,7 +2,8 @@
 // the MemoryPlan equals, byte for byte, what forward and backward make Kokkos
 // allocate; K_t|V_t survives the workspace's growth (backward sends no
 // permutation); a second pass of the same shape allocates nothing; a pass over
-// the memory limit fails on every rank before it allocates.
+// the memory limit fails on every rank before it allocates; head chunking gives
+// bitwise the same results, within its plan, chosen automatically under a limit.
 
 #include "executor_memory_helpers.hpp"
 
@@ -24,10 +25,11 @@ std::vector<GridShape> grids(int P) {
   return g;
 }
 
-Grid2DOptions grid2d_options(Grid2DVariant variant, std::size_t limit = 0) {
+Grid2DOptions grid2d_options(Grid2DVariant variant, std::size_t limit = 0, int head_group = 0) {
   Grid2DOptions o;
   o.variant            = variant;
   o.memory_limit_bytes = limit;
+  o.head_group         = head_group;
   return o;
 }
 
@@ -87,15 +89,18 @@ TEST_P(Grid2DMemoryTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
   Tensors x(B, n, H, Hkv, D);
   const GridShape g = grids(P).back();
   const MemoryPlan plan = A2D::memory_plan(g.rows, g.cols, B, N, H, Hkv, D, grid2d_options(GetParam()));
+  const MemoryPlan smallest = A2D::memory_plan(g.rows, g.cols, B, N, H, Hkv, D, grid2d_options(GetParam(), 0, 1));
   {
-    A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam(), plan.forward_bytes() - 1));
+    // All heads at once (head_group = kv_heads): no chunking to fall back on.
+    A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D,
+            grid2d_options(GetParam(), plan.forward_bytes() - 1, Hkv));
     Counter::reset();
     expect_error_on_every_rank([&] { x.forward(a2d); },
                                {"not enough memory", "forward", "largest sequence that fits", "per rank"});
     EXPECT_EQ(Counter::labelled().bytes, Entry::buffer_bytes(P)) << "a buffer was allocated";
   }
   if (plan.backward_bytes() > plan.forward_bytes()) {
-    A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam(), plan.forward_bytes()));
+    A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam(), plan.forward_bytes(), Hkv));
     x.forward(a2d);
     expect_error_on_every_rank([&] { x.backward(a2d); }, {"not enough memory", "backward"});
   }
@@ -103,10 +108,17 @@ TEST_P(Grid2DMemoryTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
     // Only the last rank is short of memory: every rank fails, none waits.
     const bool last = world_rank() == P - 1;
     A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D,
-            grid2d_options(GetParam(), last ? plan.forward_bytes() - 1 : 0));
+            grid2d_options(GetParam(), last ? plan.forward_bytes() - 1 : 0, Hkv));
     expect_error_on_every_rank([&] { x.forward(a2d); }, {"not enough memory", "forward"});
   }
-  ::setenv("DISTATTN_MEMORY_LIMIT", std::to_string(plan.forward_bytes() / 2).c_str(), 1);
+  // Automatic head chunking fails only below its smallest group (one kv head).
+  {
+    A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam(), smallest.forward_bytes() - 1));
+    Counter::reset();
+    expect_error_on_every_rank([&] { x.forward(a2d); }, {"not enough memory", "forward", "largest sequence"});
+    EXPECT_EQ(Counter::labelled().bytes, Entry::buffer_bytes(P)) << "a buffer was allocated";
+  }
+  ::setenv("DISTATTN_MEMORY_LIMIT", std::to_string(smallest.forward_bytes() / 2).c_str(), 1);
   {
     A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam()));
     expect_error_on_every_rank([&] { x.forward(a2d); }, {"not enough memory", "DISTATTN_MEMORY_LIMIT"});
@@ -117,17 +129,69 @@ TEST_P(Grid2DMemoryTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
   x.backward(a2d);
 }
 
-// Head chunking is the ring kinds': a head group Attention2D would not honour is an error, not ignored.
-TEST_P(Grid2DMemoryTest, HeadGroupIsRejected) {
+TEST_P(Grid2DMemoryTest, HeadGroupMustDivideKvHeads) {
   const int P = world_size();
   auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
-  Grid2DOptions o = grid2d_options(GetParam());
-  o.head_group    = 1;
-  try {
-    A2D a2d(world, 0, 0, Exec(), 1, 4L * P, 4, 2, 16, o);
-    ADD_FAILURE() << "head_group=1 was accepted";
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("head_group=1"), std::string::npos) << e.what();
+  for (const int bad : {-1, 3}) {
+    try {
+      A2D a2d(world, 0, 0, Exec(), 1, 4L * P, 4, 2, 16, grid2d_options(GetParam(), 0, bad));
+      ADD_FAILURE() << "head_group=" << bad << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("head_group (" + std::to_string(bad) + ")"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_P(Grid2DMemoryTest, HeadChunkingGivesBitwiseTheSameResultsInLessMemory) {
+  const int B = 2, n = 8, H = 8, Hkv = 4, D = 16, P = world_size();
+  const std::int64_t N = std::int64_t(n) * P;
+  auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  const std::uint64_t seed = shared_seed();
+  for (const GridShape g : grids(P)) {
+    Tensors full(B, n, H, Hkv, D, seed);
+    A2D all_heads(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam()));
+    full.forward(all_heads);
+    full.backward(all_heads);
+    for (const int group : {1, 2}) {
+      Tensors chunked(B, n, H, Hkv, D, seed);
+      A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam(), 0, group));
+      const MemoryPlan plan = a2d.memory_plan();
+      const std::string w   = what(GetParam(), g) + ", head_group " + std::to_string(group);
+      EXPECT_LT(plan.peak_bytes(), all_heads.memory_plan().peak_bytes()) << w;
+      const std::size_t kept = buffer_bytes(plan.forward, "DistAttn::grid2d.kv_t");
+      Counter::reset();
+      const std::uint64_t live0 = Counter::labelled().live;
+      chunked.forward(a2d);
+      EXPECT_EQ(Counter::labelled().bytes, plan.forward_bytes() + Entry::buffer_bytes(P)) << "forward " << w;
+      chunked.backward(a2d);
+      const std::size_t grown = plan.backward_bytes() > plan.forward_bytes() ? plan.backward_bytes() - kept : 0;
+      EXPECT_EQ(Counter::labelled().bytes, plan.forward_bytes() + grown + Entry::buffer_bytes(P)) << "backward " << w;
+      EXPECT_EQ(Counter::labelled().live - live0, plan.peak_bytes() + Entry::buffer_bytes(P)) << w;
+      expect_same_outputs(full, chunked, w);
+    }
+    // Under a limit that two kv heads per pass fit and all four do not, the
+    // automatic choice stays within it on every rank.
+    const MemoryPlan two = A2D::memory_plan(g.rows, g.cols, B, N, H, Hkv, D, grid2d_options(GetParam(), 0, 2));
+    ASSERT_LT(two.peak_bytes(), all_heads.memory_plan().peak_bytes());
+    {
+      Tensors automatic(B, n, H, Hkv, D, seed);
+      A2D a2d(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D, grid2d_options(GetParam(), two.peak_bytes()));
+      Counter::reset();
+      const std::uint64_t live0 = Counter::labelled().live;
+      automatic.forward(a2d);
+      automatic.backward(a2d);
+      EXPECT_EQ(Counter::labelled().live - live0, two.peak_bytes() + Entry::buffer_bytes(P)) << what(GetParam(), g);
+      expect_same_outputs(full, automatic, "automatic head chunking, " + what(GetParam(), g));
+    }
+    // Only rank 0 is limited: every rank takes its smaller group (the messages of
+    // a pass must match), with the same results.
+    const MemoryPlan one = A2D::memory_plan(g.rows, g.cols, B, N, H, Hkv, D, grid2d_options(GetParam(), 0, 1));
+    Tensors uneven(B, n, H, Hkv, D, seed);
+    A2D limited(world, g.rows, g.cols, Exec(), B, N, H, Hkv, D,
+                grid2d_options(GetParam(), world_rank() == 0 ? one.peak_bytes() : 0));
+    uneven.forward(limited);
+    uneven.backward(limited);
+    expect_same_outputs(full, uneven, "head chunking limited on rank 0, " + what(GetParam(), g));
   }
 }
 

@@ -22,7 +22,7 @@ struct Options {
   bool causal = true, check = false, backward = true, print_schedule = false, help = false;
   int warmup = 1, iters = 3;
   double delay_ms = 0.0;  // injected receive delay (tests the waits, not speed)
-  int head_group  = 0;    // ring kinds: kv heads per pass (0 = all that fit)
+  int head_group  = 0;    // ring kinds, grid2d: kv heads per pass (0 = all that fit)
   Perf::MachineArgs machine;  // --schedule auto: the cost model's machine (tile table, links, shared cores)
   int auto_show   = 8;        // --schedule auto: how many ranked choices to print
   bool predict_only = false;  // --schedule auto: print the ranking, run nothing
@@ -60,7 +60,7 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
   app.add_option("--inner", o.inner, "hybrid: the sequence executor inside each head group")
       ->check(CLI::IsMember({"ring", "balanced", "zigzag", "grid2d-no", "grid2d-o"}))
       ->capture_default_str();
-  app.add_option("--head-group", o.head_group, "ring kinds: kv heads per pass (default 0: all heads that fit)")
+  app.add_option("--head-group", o.head_group, "ring kinds, grid2d-no/grid2d-o: kv heads per pass (default 0: all heads that fit)")
       ->check(at_least(0));
   Perf::add_machine_options(app, o.machine, false);
   app.add_flag("--predict-only", o.predict_only, "auto: print the cost model's ranking and run nothing");

@@ -49,6 +49,7 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
   go.variant       = o.schedule == "grid2d-no" ? Grid2DVariant::NO : Grid2DVariant::O;
   go.causal        = o.causal;
   set_executor_options(o, go);
+  go.head_group    = o.head_group;
   A2D* timed_a2d   = nullptr;  // the instance whose bytes are checked against the model
 
   ExecutorRun<A2D> run;

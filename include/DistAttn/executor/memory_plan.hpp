@@ -137,6 +137,34 @@ void check_growth_fits(const char* where, const char* pass, const MemoryLayout& 
              granule, ranks, layout);
 }
 
+/// Head chunking (ExecutorOptions::head_group), inside an entry agreement: the
+/// most kv heads per pass (a divisor of `kv_heads`; `requested` alone when > 0)
+/// whose layout, `layout_for(g)`, this rank can hold: `held_after(g)`, what the
+/// executor would hold after laying it out, within what it holds now (`held`) or
+/// may use. When not even the smallest group fits, fails every rank (check_fits;
+/// the plan is linear in the `tokens` each rank holds, `granule` and `ranks` as there).
+template <class Mem, class LayoutFor, class HeldAfter>
+int choose_head_group(const char* where, const char* pass, int kv_heads, int requested, std::size_t held,
+                      std::size_t limit, std::int64_t tokens, std::int64_t granule, std::int64_t ranks,
+                      LayoutFor&& layout_for, HeldAfter&& held_after) {
+  std::vector<int> groups;
+  if (requested > 0) groups.push_back(requested);
+  for (int g = kv_heads; g >= 1 && requested == 0; --g)
+    if (kv_heads % g == 0) groups.push_back(g);
+  std::size_t usable = 0;
+  bool asked         = false;
+  for (int g : groups) {
+    const std::size_t after = held_after(g);
+    if (after <= held) return g;
+    if (!asked) usable = usable_bytes<Mem>(held, limit), asked = true;
+    if (after <= usable) return g;
+  }
+  const MemoryLayout smallest = layout_for(groups.back());
+  check_fits(where, pass, held_after(groups.back()), usable, double(smallest.total()) / double(tokens), granule,
+             ranks, smallest);
+  return groups.back();
+}
+
 template <class Mem>
 class Carver;
 
@@ -215,6 +243,12 @@ class KeptAndPassWorkspace {
  public:
   KeptAndPassWorkspace(const char* kept_label, const char* pass_label) : kept_label_(kept_label), pass_label_(pass_label) {}
   std::size_t held() const { return kept_.held() + pass_.held(); }
+  /// What it would hold after laying out `kept` and `pass` bytes (each allocation only grows).
+  std::size_t held_after(std::size_t kept, std::size_t pass) const {
+    return std::max(kept_.held(), kept) + std::max(pass_.held(), pass);
+  }
+  /// The next use() lays the Views out again (the extents changed: another head group).
+  void relayout() { carved_ = -1; }
   /// Points the Views at the kept allocation and at the workspace in the layout
   /// of `backward`'s pass (growing either if needed), unless they already are.
   template <class Kept, class Fwd, class Bwd>

@@ -131,11 +131,13 @@ class Grid2DAttention {
 
   /// What forward and backward allocate on this rank, per buffer: K_t|V_t, then
   /// the pass's workspace (the executor holds K_t|V_t plus the larger workspace).
+  /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
   MemoryPlan memory_plan() const { return memory_plan(R_, C_, B_, N_, H_, Hkv_, D_, opts_); }
   /// The same for any R x C grid and extents, without a communicator.
   static MemoryPlan memory_plan(int rows, int cols, int batch, std::int64_t seq_len, int heads, int kv_heads,
                                 int head_dim, const Grid2DOptions& opts = {}) {
-    const Shape s = make_shape(rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts.variant);
+    const int g   = opts.head_group > 0 ? opts.head_group : kv_heads;
+    const Shape s = make_shape(rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts.variant, g);
     Buffers scratch;
     return Impl::KeptAndPassWorkspace<Mem>::plan([&](Impl::Carver<Mem>& c) { lay_out_kept(c, scratch, s); },
                                                  [&](Impl::Carver<Mem>& c) { lay_out_forward(c, scratch, s); },
@@ -157,21 +159,26 @@ class Grid2DAttention {
     agree_.run(grid_->world(), where, config(0), [&] {
       check_inputs(where, q, k, v);
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
-      check_memory(where, false);
+      agree_.propose(choose_group(where, false));
     });
-    use_workspace(false);
+    const int g   = use_workspace(false, int(agree_.agreed_minimum()));
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
     begin_pass(where, false);
-    permute_kv(kc, vc);
-    if (opts_.variant == Grid2DVariant::NO)
-      forward_no(qc, o, lse);
-    else
-      forward_o(qc, o, lse);
+    if (g == Hkv_) {
+      run_forward(qc, kc, vc, o, lse);
+    } else {
+      for_each_group(g, [&](auto qh, auto kh) {
+        Kokkos::deep_copy(compute_, buf_.qin, heads(qc, qh));
+        copy_kv_group(kc, vc, kh);
+        run_forward(CView(buf_.qin), CView(buf_.kin), CView(buf_.vin), heads(o, qh), stat_heads(lse, qh));
+      });
+    }
+    // K_t|V_t holds the last group's heads only when grouped: backward then permutes again.
     saved_k_     = k.data();
     saved_v_     = v.data();
-    saved_valid_ = true;
+    saved_valid_ = g == Hkv_;
     end_pass();
   }
 
@@ -185,16 +192,47 @@ class Grid2DAttention {
     agree_.run(grid_->world(), where, config(1), [&] {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
-      check_memory(where, true);
+      agree_.propose(choose_group(where, true));
     });
-    use_workspace(true);
+    const int g   = use_workspace(true, int(agree_.agreed_minimum()));
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
     begin_pass(where, true);
-    const bool reuse = saved_valid_ && saved_k_ == static_cast<const void*>(k.data()) &&
-                       saved_v_ == static_cast<const void*>(v.data());
-    if (!reuse) permute_kv(kc, vc);
+    if (g == Hkv_) {
+      const bool reuse = saved_valid_ && saved_k_ == static_cast<const void*>(k.data()) &&
+                         saved_v_ == static_cast<const void*>(v.data());
+      if (!reuse) permute_kv(kc, vc);
+      run_backward(qc, o, dout, lse, dq, dk, dv);
+    } else {
+      for_each_group(g, [&](auto qh, auto kh) {
+        copy_kv_group(kc, vc, kh);
+        permute_kv(CView(buf_.kin), CView(buf_.vin));
+        run_backward(heads(qc, qh), heads(o, qh), heads(dout, qh), stat_heads(lse, qh), heads(dq, qh),
+                     heads(dk, kh), heads(dv, kh));
+      });
+    }
+    saved_k_     = k.data();
+    saved_v_     = v.data();
+    saved_valid_ = g == Hkv_;
+    end_pass();
+  }
+
+ private:
+  using CView = Impl::ConstView4<T, Mem>;
+
+  template <class OV, class LV>
+  void run_forward(const CView& qc, const CView& kc, const CView& vc, const OV& o, const LV& lse) {
+    permute_kv(kc, vc);
+    if (opts_.variant == Grid2DVariant::NO)
+      forward_no(qc, o, lse);
+    else
+      forward_o(qc, o, lse);
+  }
+  /// One pass's backward once K_t|V_t holds its heads.
+  template <class QV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
+  void run_backward(const QV& qc, const OV& o, const DOV& dout, const LV& lse, const DQV& dq, const DKV& dk,
+                    const DVV& dv) {
     // The own query-side bundle: (q, dO) in T and (LSE, Delta) in Acc, one
     // message each. Delta = rowsum(dO * O) replaces O (attention2d.md decision 4).
     Kokkos::deep_copy(compute_, buf_.bq.a, qc);
@@ -207,13 +245,27 @@ class Grid2DAttention {
       backward_o();
     permute_back(dk, dv);
     Impl::convert4(compute_, buf_.dq, dq, "DistAttn::grid2d.convert_dq");
-    saved_k_     = k.data();
-    saved_v_     = v.data();
-    saved_valid_ = true;
-    end_pass();
   }
 
- private:
+  /// One head group of k, v into the group's contiguous buffers (what the permutation sends).
+  void copy_kv_group(const CView& kc, const CView& vc, std::pair<int, int> kh) {
+    Kokkos::deep_copy(compute_, buf_.kin, heads(kc, kh));
+    Kokkos::deep_copy(compute_, buf_.vin, heads(vc, kh));
+  }
+  /// Calls f(query head range, kv head range) for each group of `group` kv heads.
+  template <class F>
+  void for_each_group(int group, F&& f) const {
+    const int r = H_ / Hkv_;
+    for (int h = 0; h < Hkv_; h += group) f(std::make_pair(h * r, (h + group) * r), std::make_pair(h, h + group));
+  }
+  template <class V>
+  static auto heads(const V& v, std::pair<int, int> h) {
+    return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, h, Kokkos::ALL);
+  }
+  template <class V>
+  static auto stat_heads(const V& v, std::pair<int, int> h) {
+    return Kokkos::subview(v, Kokkos::ALL, h, Kokkos::ALL);
+  }
   // Message streams (Impl::message_tag): one per kind of message, so concurrent
   // rings on the same communicator (Q blocks and partials on a row) never cross-match.
   enum Tag : int {
@@ -262,9 +314,9 @@ class Grid2DAttention {
                                           << pad_advice(seq_len, P, opts.causal));
     DISTATTN_REQUIRE(seq_len / P <= std::int64_t(1) << 30, where, "N/P=" << seq_len / P << " is too large");
     DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0, got " << opts.recv_delay_ms);
-    DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
-                     "head_group=" << opts.head_group << ": Attention2D runs all kv_heads (" << kv_heads
-                                   << ") in one pass (head chunking is implemented for the ring kinds); use 0");
+    DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
+                     "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
+                                    << ")");
   }
 
   /// Padding is exact only where padded keys can never be attended to.
@@ -305,7 +357,7 @@ class Grid2DAttention {
     return {{"batch", B_},      {"seq_len", N_},       {"heads", H_},
             {"kv_heads", Hkv_}, {"head_dim", D_},      {"rows", R_},
             {"cols", C_},       {"variant", int(opts_.variant)}, {"causal", opts_.causal},
-            {"element_bytes", std::int64_t(sizeof(T))}, {"pass", pass}};
+            {"element_bytes", std::int64_t(sizeof(T))}, {"pass", pass}, {"head_group", opts_.head_group}};
   }
 
   template <class QV, class KV, class VV>
@@ -329,9 +381,11 @@ class Grid2DAttention {
   int right() const { return (c_ + 1) % C_; }       // row ring: receive from
   int up() const { return (r_ + R_ - 1) % R_; }     // column ring: send to
   int down() const { return (r_ + 1) % R_; }        // column ring: receive from
-  std::size_t q_words() const { return std::size_t(B_) * n_ * H_ * D_; }    // one Q shard
-  std::size_t kv_words() const { return std::size_t(B_) * n_ * Hkv_ * D_; }  // one K (or V) shard
-  std::size_t row_words() const { return std::size_t(B_) * H_ * n_; }       // one stats shard
+  // Extents of the current pass's head group.
+  int group_heads() const { return group_ * (H_ / Hkv_); }
+  std::size_t q_words() const { return std::size_t(B_) * n_ * group_heads() * D_; }  // one Q shard
+  std::size_t kv_words() const { return std::size_t(B_) * n_ * group_ * D_; }        // one K (or V) shard
+  std::size_t row_words() const { return std::size_t(B_) * group_heads() * n_; }     // one stats shard
 
   Mask mask(PositionMap qpos, PositionMap kpos) const {
     return opts_.causal ? Mask::causal(qpos, kpos) : Mask::none();
@@ -741,20 +795,25 @@ class Grid2DAttention {
   // ---- workspace (executor/memory_plan.hpp) ----------------------------------------
 
   struct Shape {
-    int B, n, H, Hkv, D, R, C;
+    int B, n, H, Hkv, D, R, C;  // H, Hkv: the heads of one pass (a head group)
     Grid2DVariant variant;
     bool permuted;  // some rank's K_t is another rank's K_p (the world permutations run)
+    bool grouped;   // fewer kv heads per pass than the executor has: contiguous copies of the group's inputs
   };
-  static Shape make_shape(int R, int C, int B, std::int64_t N, int H, int Hkv, int D, Grid2DVariant variant) {
+  // A pass over `group` kv heads (and their query heads) at a time.
+  static Shape make_shape(int R, int C, int B, std::int64_t N, int H, int Hkv, int D, Grid2DVariant variant,
+                          int group) {
     const GridShape g{R, C};
     bool permuted = false;
     for (int p = 0; p < R * C; ++p) permuted |= g.transpose_source(p) != p;
-    return Shape{B, int(N / (std::int64_t(R) * C)), H, Hkv, D, R, C, variant, permuted};
+    return Shape{B, int(N / (std::int64_t(R) * C)), group * (H / Hkv), group, D, R, C, variant, permuted,
+                 group < Hkv};
   }
   // Everything a pass uses besides the caller's tensors.
   struct Buffers {
     // K_t | V_t of this rank (kept for backward) and the gathered, position-ordered Kg, Vg.
     Impl::FlatPair4<T, Mem> kvt;
+    TView qin, kin, vin;  // contiguous copies of one head group's q, k, v (grouped passes)
     TView kg, vg;
     std::array<Impl::FlatPair4<T, Mem>, 2> kvslot;  // O: column ring slots
     Impl::Flat<T, Mem> kvraw;                       // NO: rank-ordered column all-gather
@@ -796,8 +855,15 @@ class Grid2DAttention {
   static void lay_out_kv_slots(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
     for (auto& slot : b.kvslot) Impl::take_pair4(c, slot, "DistAttn::grid2d.kv_slot", s.B, s.n, s.Hkv, s.D);
   }
+  static void lay_out_group_inputs(Impl::Carver<Mem>& c, Buffers& b, const Shape& s, bool with_q) {
+    if (!s.grouped) return;
+    if (with_q) c.take(b.qin, "DistAttn::grid2d.q_group", s.B, s.n, s.H, s.D);
+    c.take(b.kin, "DistAttn::grid2d.k_group", s.B, s.n, s.Hkv, s.D);
+    c.take(b.vin, "DistAttn::grid2d.v_group", s.B, s.n, s.Hkv, s.D);
+  }
   static void lay_out_forward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
     const bool no = s.variant == Grid2DVariant::NO;
+    lay_out_group_inputs(c, b, s, true);
     if (s.R > 1 && (no || s.C > 1)) lay_out_kg(c, b, s);
     if (no) {
       if (s.R > 1) c.take(b.kvraw, "DistAttn::grid2d.kv_gathered", std::size_t(s.R) * 2 * s.B * s.n * s.Hkv * s.D);
@@ -821,6 +887,7 @@ class Grid2DAttention {
   // dK_t/dV_t are formed, so the permutation back receives into them.
   static void lay_out_backward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
     const bool no = s.variant == Grid2DVariant::NO;
+    lay_out_group_inputs(c, b, s, false);  // q goes straight into the own bundle
     Impl::take_pair4(c, b.bq, "DistAttn::grid2d.q_do", s.B, s.n, s.H, s.D);
     Impl::take_pair3(c, b.bs, "DistAttn::grid2d.lse_delta", s.B, s.H, s.n);
     c.take(b.dq, "DistAttn::grid2d.dq", s.B, s.n, s.H, s.D);
@@ -863,21 +930,47 @@ class Grid2DAttention {
     }
   }
 
-  /// Inside the entry agreement: a pass whose allocations would grow beyond what
-  /// this rank may use fails on every rank, naming the need.
-  void check_memory(const char* where, bool backward) const {
-    const MemoryPlan plan = memory_plan();
-    const MemoryLayout& l = backward ? plan.backward : plan.forward;
-    Impl::check_growth_fits<Mem>(where, backward ? "backward" : "forward", l, held_bytes(),
-                                 opts_.memory_limit_bytes, n_, 1, std::int64_t(R_) * C_);
+  /// Inside the entry agreement: the most kv heads per pass this rank can hold
+  /// (executor/memory_plan.hpp); when not even the smallest group fits, every rank
+  /// fails naming the need. K_t|V_t and the workspace are two allocations that
+  /// only grow, so an automatic choice reserves the larger of forward's and
+  /// backward's layouts: a backward after a forward that fit never fails for
+  /// memory. A requested group is checked for this pass alone.
+  int choose_group(const char* where, bool backward) const {
+    const bool automatic = opts_.head_group == 0;
+    auto layout_for      = [&](int g) {
+      Grid2DOptions o = opts_;
+      o.head_group    = g;
+      const MemoryPlan p = memory_plan(R_, C_, B_, N_, H_, Hkv_, D_, o);
+      if (automatic) return p.forward_bytes() >= p.backward_bytes() ? p.forward : p.backward;
+      return backward ? p.backward : p.forward;
+    };
+    auto held_after = [&](int g) {
+      const std::size_t kept = kept_bytes(make_shape(R_, C_, B_, N_, H_, Hkv_, D_, opts_.variant, g));
+      return mem_.held_after(kept, layout_for(g).total() - kept);
+    };
+    const char* pass = automatic ? (backward ? "backward (and forward)" : "forward (and backward)")
+                                 : (backward ? "backward" : "forward");
+    return Impl::choose_head_group<Mem>(where, pass, Hkv_, opts_.head_group, held_bytes(), opts_.memory_limit_bytes,
+                                        n_, 1, std::int64_t(R_) * C_, layout_for, held_after);
   }
-  /// Points buf_ at K_t|V_t and at the workspace in the layout of the pass
-  /// (growing it if needed; K_t|V_t survives the growth).
-  void use_workspace(bool backward) {
-    const Shape s = make_shape(R_, C_, B_, N_, H_, Hkv_, D_, opts_.variant);
+  static std::size_t kept_bytes(const Shape& s) {
+    MemoryLayout l;
+    Impl::Carver<Mem> c(l);
+    Buffers scratch;
+    lay_out_kept(c, scratch, s);
+    return l.total();
+  }
+  /// Points buf_ at K_t|V_t and at the workspace in the layout of the pass over
+  /// `group` kv heads (growing them if needed; K_t|V_t survives the growth).
+  int use_workspace(bool backward, int group) {
+    if (group != group_) mem_.relayout();
+    group_        = group;
+    const Shape s = make_shape(R_, C_, B_, N_, H_, Hkv_, D_, opts_.variant, group);
     mem_.use(backward, [&](Impl::Carver<Mem>& c) { lay_out_kept(c, buf_, s); },
              [&](Impl::Carver<Mem>& c) { lay_out_forward(c, buf_, s); },
              [&](Impl::Carver<Mem>& c) { lay_out_backward(c, buf_, s); });
+    return group;
   }
 
   std::unique_ptr<Grid> owned_grid_;
@@ -896,6 +989,7 @@ class Grid2DAttention {
   const void* saved_k_ = nullptr;
   const void* saved_v_ = nullptr;
   bool saved_valid_    = false;
+  int group_           = 0;  // kv heads per pass of the layout buf_ holds
   Impl::KeptAndPassWorkspace<Mem> mem_{"DistAttn::grid2d.kv_t", "DistAttn::grid2d.workspace"};
   Buffers buf_;
 };

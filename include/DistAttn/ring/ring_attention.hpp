@@ -628,23 +628,10 @@ class RingAttention {
   /// rank can hold (ExecutorOptions::head_group when set; all when they fit). When
   /// not even the smallest group fits, it fails every rank with the need.
   int choose_group(const char* where, Pass pass) const {
-    std::vector<int> groups;
-    if (opts_.head_group > 0) groups.push_back(opts_.head_group);
-    for (int g = Hkv_; g >= 1 && opts_.head_group == 0; --g)
-      if (Hkv_ % g == 0) groups.push_back(g);
-    std::size_t usable = 0;
-    bool asked         = false;
-    for (int g : groups) {
-      const std::size_t need = layout_of(plan_for(g), pass).total();
-      if (need <= ws_.held()) return g;
-      if (!asked) usable = Impl::usable_bytes<Mem>(ws_.held(), opts_.memory_limit_bytes), asked = true;
-      if (need <= usable) return g;
-    }
-    const MemoryPlan smallest = plan_for(groups.back());
-    const MemoryLayout& l     = layout_of(smallest, pass);
-    Impl::check_fits(where, pass == Pass::Forward ? "forward" : "backward", l.total(), usable,
-                     double(l.total()) / c_, zigzag() ? 2 : 1, comm_.size(), l);
-    return groups.back();
+    return Impl::choose_head_group<Mem>(where, pass == Pass::Forward ? "forward" : "backward", Hkv_, opts_.head_group,
+                                        ws_.held(), opts_.memory_limit_bytes, c_, zigzag() ? 2 : 1, comm_.size(),
+                                        [&](int g) { return layout_of(plan_for(g), pass); },
+                                        [&](int g) { return std::max(ws_.held(), layout_of(plan_for(g), pass).total()); });
   }
   /// Points buf_ at the workspace in the layout of `pass` over `group` kv heads
   /// (growing it if needed; forward's and backward's layouts overlap).
