@@ -46,9 +46,10 @@
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/impl/grid2d_buffers.hpp>
 #include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
+#include <DistAttn/impl/grid2d_buffers.hpp>
+#include <DistAttn/impl/head_groups.hpp>
 #include <DistAttn/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/padding.hpp>
@@ -57,8 +58,8 @@
 
 #include <array>
 #include <memory>
-#include <utility>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace DistAttn {
@@ -169,10 +170,11 @@ class Grid2DAttention {
     if (g == Hkv_) {
       run_forward(qc, kc, vc, o, lse);
     } else {
-      for_each_group(g, [&](auto qh, auto kh) {
-        Kokkos::deep_copy(compute_, buf_.qin, heads(qc, qh));
+      Impl::for_each_head_group(H_, Hkv_, g, [&](auto qh, auto kh) {
+        Kokkos::deep_copy(compute_, buf_.qin, Impl::head_range(qc, qh));
         copy_kv_group(kc, vc, kh);
-        run_forward(CView(buf_.qin), CView(buf_.kin), CView(buf_.vin), heads(o, qh), stat_heads(lse, qh));
+        run_forward(CView(buf_.qin), CView(buf_.kin), CView(buf_.vin), Impl::head_range(o, qh),
+                    Impl::stat_head_range(lse, qh));
       });
     }
     // K_t|V_t holds the last group's heads only when grouped: backward then permutes again.
@@ -205,11 +207,12 @@ class Grid2DAttention {
       if (!reuse) permute_kv(kc, vc);
       run_backward(qc, o, dout, lse, dq, dk, dv);
     } else {
-      for_each_group(g, [&](auto qh, auto kh) {
+      Impl::for_each_head_group(H_, Hkv_, g, [&](auto qh, auto kh) {
         copy_kv_group(kc, vc, kh);
         permute_kv(CView(buf_.kin), CView(buf_.vin));
-        run_backward(heads(qc, qh), heads(o, qh), heads(dout, qh), stat_heads(lse, qh), heads(dq, qh),
-                     heads(dk, kh), heads(dv, kh));
+        run_backward(Impl::head_range(qc, qh), Impl::head_range(o, qh), Impl::head_range(dout, qh),
+                     Impl::stat_head_range(lse, qh), Impl::head_range(dq, qh), Impl::head_range(dk, kh),
+                     Impl::head_range(dv, kh));
       });
     }
     saved_k_     = k.data();
@@ -249,22 +252,8 @@ class Grid2DAttention {
 
   /// One head group of k, v into the group's contiguous buffers (what the permutation sends).
   void copy_kv_group(const CView& kc, const CView& vc, std::pair<int, int> kh) {
-    Kokkos::deep_copy(compute_, buf_.kin, heads(kc, kh));
-    Kokkos::deep_copy(compute_, buf_.vin, heads(vc, kh));
-  }
-  /// Calls f(query head range, kv head range) for each group of `group` kv heads.
-  template <class F>
-  void for_each_group(int group, F&& f) const {
-    const int r = H_ / Hkv_;
-    for (int h = 0; h < Hkv_; h += group) f(std::make_pair(h * r, (h + group) * r), std::make_pair(h, h + group));
-  }
-  template <class V>
-  static auto heads(const V& v, std::pair<int, int> h) {
-    return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, h, Kokkos::ALL);
-  }
-  template <class V>
-  static auto stat_heads(const V& v, std::pair<int, int> h) {
-    return Kokkos::subview(v, Kokkos::ALL, h, Kokkos::ALL);
+    Kokkos::deep_copy(compute_, buf_.kin, Impl::head_range(kc, kh));
+    Kokkos::deep_copy(compute_, buf_.vin, Impl::head_range(vc, kh));
   }
   // Message streams (Impl::message_tag): one per kind of message, so concurrent
   // rings on the same communicator (Q blocks and partials on a row) never cross-match.

@@ -54,6 +54,7 @@
 #include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
+#include <DistAttn/impl/head_groups.hpp>
 #include <DistAttn/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
@@ -152,9 +153,9 @@ class RingAttention {
     if (g == Hkv_) {
       run_forward(in[0], in[1], in[2], o, lse);
     } else {
-      for_each_group(g, [&](auto qh, auto kh) {
+      Impl::for_each_head_group(H_, Hkv_, g, [&](auto qh, auto kh) {
         copy_group(in, qh, kh);
-        run_forward(buf_.qg, buf_.kg, buf_.vg, heads(o, qh), stat_heads(lse, qh));
+        run_forward(buf_.qg, buf_.kg, buf_.vg, Impl::head_range(o, qh), Impl::stat_head_range(lse, qh));
       });
     }
     end_pass();
@@ -179,12 +180,12 @@ class RingAttention {
     if (g == Hkv_) {
       run_backward(in[0], in[1], in[2], o, dos, lses, dq, dk, dv);
     } else {
-      for_each_group(g, [&](auto qh, auto kh) {
+      Impl::for_each_head_group(H_, Hkv_, g, [&](auto qh, auto kh) {
         copy_group(in, qh, kh);
-        Kokkos::deep_copy(compute_, buf_.dog, heads(dos, qh));
-        Kokkos::deep_copy(compute_, buf_.lseg, stat_heads(lses, qh));
-        run_backward(buf_.qg, buf_.kg, buf_.vg, heads(o, qh), buf_.dog, buf_.lseg, heads(dq, qh), heads(dk, kh),
-                     heads(dv, kh));
+        Kokkos::deep_copy(compute_, buf_.dog, Impl::head_range(dos, qh));
+        Kokkos::deep_copy(compute_, buf_.lseg, Impl::stat_head_range(lses, qh));
+        run_backward(buf_.qg, buf_.kg, buf_.vg, Impl::head_range(o, qh), buf_.dog, buf_.lseg, Impl::head_range(dq, qh),
+                     Impl::head_range(dk, kh), Impl::head_range(dv, kh));
       });
     }
     end_pass();
@@ -653,23 +654,9 @@ class RingAttention {
   }
   /// One head group of q, k, v into the group's contiguous buffers.
   void copy_group(const std::array<CView, 3>& in, std::pair<int, int> qh, std::pair<int, int> kh) {
-    Kokkos::deep_copy(compute_, buf_.qg, heads(in[0], qh));
-    Kokkos::deep_copy(compute_, buf_.kg, heads(in[1], kh));
-    Kokkos::deep_copy(compute_, buf_.vg, heads(in[2], kh));
-  }
-  /// Calls f(query head range, kv head range) for each group of `group` kv heads.
-  template <class F>
-  void for_each_group(int group, F&& f) const {
-    const int r = H_ / Hkv_;
-    for (int h = 0; h < Hkv_; h += group) f(std::make_pair(h * r, (h + group) * r), std::make_pair(h, h + group));
-  }
-  template <class V>
-  static auto heads(const V& v, std::pair<int, int> h) {
-    return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, h, Kokkos::ALL);
-  }
-  template <class V>
-  static auto stat_heads(const V& v, std::pair<int, int> h) {
-    return Kokkos::subview(v, Kokkos::ALL, h, Kokkos::ALL);
+    Kokkos::deep_copy(compute_, buf_.qg, Impl::head_range(in[0], qh));
+    Kokkos::deep_copy(compute_, buf_.kg, Impl::head_range(in[1], kh));
+    Kokkos::deep_copy(compute_, buf_.vg, Impl::head_range(in[2], kh));
   }
 
   Comm& comm_;
