@@ -69,6 +69,7 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
                 "causal %d\n",
                 o.schedule.c_str(), P, timed_a2d->rows(), timed_a2d->cols(), N, N / P, o.batch, o.heads, o.kv_heads,
                 o.dim, o.dtype.c_str(), int(o.causal));
+    std::printf("# kv heads per pass: %d of %d\n", timed_a2d->kv_heads_per_pass(), o.kv_heads);
   };
   run.extra_names = {"world_MB", "row_MB", "col_MB"};
   run.extra_values = [](const Grid2DStats& sf, const Grid2DStats& sb) {

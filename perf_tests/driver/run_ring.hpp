@@ -91,11 +91,14 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   const RingLayout layout(P, c, ro.kind);
   if (o.print_schedule && rank == 0) std::cout << to_string(RingSchedule(P, ro.kind), Pass::Forward) << '\n';
 
+  Ring* timed_ring = nullptr;  // the instance of the timed passes
   ExecutorRun<Ring> run;
   run.make = [&](bool compute_only) {
     RingOptions x    = ro;
     x.compute_only   = compute_only;
-    return std::make_unique<Ring>(comm, compute, o.batch, c, o.heads, o.kv_heads, o.dim, x);
+    auto r           = std::make_unique<Ring>(comm, compute, o.batch, c, o.heads, o.kv_heads, o.dim, x);
+    if (!compute_only) timed_ring = r.get();
+    return r;
   };
   run.local_rows = c;
   run.position   = [layout](int r, long i) { return long(layout.position(r, i)); };
@@ -109,6 +112,7 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
                 o.kv_heads, o.dim, o.dtype.c_str(), int(o.causal));
     std::printf("# idle fraction: %.4f (docs/design/schedules.md 1.5 accounting), %.4f (paper's convention)\n", sched.idle_fraction(),
                 sched.idle_fraction_printed());
+    std::printf("# kv heads per pass: %d of %d\n", timed_ring->kv_heads_per_pass(), o.kv_heads);
   };
   return run_executor<T>(o, run, compute, mpi);
 }

@@ -112,6 +112,8 @@ class Grid2DAttention {
   GridCoord coords() const { return GridCoord{r_, c_}; }
   int rows() const { return R_; }
   int cols() const { return C_; }
+  /// kv heads per pass of the last pass (head chunking; 0 before the first pass).
+  int kv_heads_per_pass() const { return group_; }
   /// Tokens per rank, N/P.
   int shard_len() const { return n_; }
   const Grid2DOptions& options() const { return opts_; }

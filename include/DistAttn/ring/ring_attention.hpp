@@ -124,6 +124,8 @@ class RingAttention {
   /// Workspace bytes forward and backward allocate on each rank, per buffer.
   /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
   MemoryPlan memory_plan() const { return plan_; }
+  /// kv heads per pass of the last pass (head chunking; 0 before the first pass).
+  int kv_heads_per_pass() const { return carved_group_; }
   /// The same for any extents, without a communicator (P ranks, `chunk` tokens each).
   static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
                                 const RingOptions& opts = {}) {
