@@ -47,3 +47,36 @@ function(distattn_add_unit_test name)
     set_tests_properties(${name} PROPERTIES LABELS "unit" TIMEOUT ${T_TIMEOUT})
   endif()
 endfunction()
+
+# GPU tests. DistAttn_TEST_GPUS is the GPUs of a test node (nvidia-smi at configure
+# time, 1 when it finds none); NCCL tests start one rank per GPU, so they register
+# with that many ranks. Each GPU test holds its GPUs through a CTest resource group
+# ("gpus" slots, one per rank), so `ctest -j N --resource-spec-file
+# <build>/gpu_resources.json` never runs two of them on the same GPUs at once.
+if(DISTATTN_KOKKOS_HAS_CUDA)
+  if(NOT DEFINED DistAttn_TEST_GPUS)
+    execute_process(COMMAND nvidia-smi -L OUTPUT_VARIABLE _da_gpus ERROR_QUIET RESULT_VARIABLE _da_smi)
+    string(REGEX MATCHALL "GPU [0-9]+:" _da_gpu_list "${_da_gpus}")
+    list(LENGTH _da_gpu_list _da_ngpu)
+    if(NOT _da_smi EQUAL 0 OR _da_ngpu EQUAL 0)
+      set(_da_ngpu 1)
+    endif()
+    set(DistAttn_TEST_GPUS ${_da_ngpu} CACHE STRING "GPUs of a test node (NCCL tests use one rank per GPU)")
+  endif()
+  set(_da_gpu_slots "")
+  math(EXPR _da_last_gpu "${DistAttn_TEST_GPUS} - 1")
+  foreach(g RANGE ${_da_last_gpu})
+    if(_da_gpu_slots)
+      string(APPEND _da_gpu_slots ", ")
+    endif()
+    string(APPEND _da_gpu_slots "{\"id\": \"${g}\", \"slots\": 1}")
+  endforeach()
+  file(WRITE ${PROJECT_BINARY_DIR}/gpu_resources.json
+       "{\"version\": {\"major\": 1, \"minor\": 0}, \"local\": [{\"gpus\": [${_da_gpu_slots}]}]}\n")
+endif()
+
+# distattn_gpu_test(test ranks): labels `test` gpu and gives it one GPU per rank.
+function(distattn_gpu_test name ranks)
+  set_property(TEST ${name} APPEND PROPERTY LABELS gpu)
+  set_property(TEST ${name} PROPERTY RESOURCE_GROUPS "${ranks},gpus:1")
+endfunction()
