@@ -12,13 +12,22 @@
 // Every tuned call goes through Impl::TunedAttn*Update::run (or the forward's
 // TunedAttnFwdDirect::run) directly and asserts that it ran (returned true), so a
 // kernel that silently declined cannot make a test pass on the portable path.
+//
+// Both tuned paths run this binary: ctest cuda_kernels on the device's own path
+// (sm90 on Hopper), cuda_kernels_sm80 with DISTATTN_CUDA_ARCH_PATH=sm80 (the
+// mma.sync kernels; on Hopper the driver JIT-compiles their compute_80 PTX).
+// CudaKernelsPath checks that each run is on the path it is named for.
 
 #include "attention_inputs.hpp"
 
 #include <DistAttn/attention_bwd_prepare.hpp>
 #include <DistAttn/impl/attn_spec.hpp>
 
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -40,6 +49,30 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 template <class T>
 double rnd(double x) {
   return double(T(float(x)));
+}
+
+using Impl::cuda::AttnCudaArch;
+
+AttnCudaArch tuned_arch() { return Impl::cuda::attn_cuda_arch(); }
+
+// The tuned family is the device's (sm90 on compute capability 9.0, sm80 on 8.x) or
+// the one DISTATTN_CUDA_ARCH_PATH forces, so a run named for a path tests that path.
+TEST(CudaKernelsPath, FollowsDeviceOrEnvironment) {
+  int dev = 0, major = 0, minor = 0;
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), cudaSuccess);
+  const char* env        = std::getenv("DISTATTN_CUDA_ARCH_PATH");
+  const std::string path = env != nullptr ? env : "";
+  AttnCudaArch expected  = AttnCudaArch::none;
+  if (path == "sm80") expected = major >= 8 ? AttnCudaArch::sm80 : AttnCudaArch::none;
+  else if (path == "" || path == "auto")
+    expected = (major == 9 && minor == 0) ? AttnCudaArch::sm90 : major == 8 ? AttnCudaArch::sm80 : AttnCudaArch::none;
+  const AttnCudaArch got = tuned_arch();
+  EXPECT_EQ(int(got), int(expected)) << "compute capability " << major << "." << minor
+                                     << ", DISTATTN_CUDA_ARCH_PATH='" << path << "'";
+  EXPECT_NE(int(got), int(AttnCudaArch::none)) << "these tests need a tuned path";
+  std::printf("# tuned CUDA path: sm%d (compute capability %d.%d)\n", int(got), major, minor);
 }
 
 // ---------------------------------------------------------------------------------
@@ -465,8 +498,9 @@ TYPED_TEST(CudaKernels, ForwardStridedViews) {
 }
 
 // Where TMA cannot describe a tensor (here K and V whose KV heads all alias one
-// head: head stride 0) the tuned forward declines before launching anything, and the
-// public call gives the portable result.
+// head: head stride 0) the Hopper forward declines before launching anything, and the
+// public call gives the portable result; the sm80 forward (cp.async, no tensor map)
+// runs and gives the same.
 TYPED_TEST(CudaKernels, ForwardDeclinesWithoutTensorMap) {
   using T = TypeParam;
   using Strided = Kokkos::View<T****, Kokkos::LayoutStride, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
@@ -481,11 +515,15 @@ TYPED_TEST(CudaKernels, ForwardDeclinesWithoutTensorMap) {
     const Mask mask    = Mask::causal({20, 1}, {0, 1});
     const double scale = 1.0 / std::sqrt(double(D));
     auto st            = make_state<Acc>(Exec(), s.B, s.Sq, s.H, D);
-    EXPECT_FALSE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), in.qd, k0, v0, st.acc, st.m, st.l, mask, scale)))
-        << "D" << D;
-    AttnOptions opts;
-    opts.mask = mask;
-    attention_fwd_update(Exec(), in.qd, k0, v0, st, opts);  // Auto: the tuned kernel declines, the portable one runs
+    const bool ran = Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), in.qd, k0, v0, st.acc, st.m, st.l, mask, scale);
+    if (tuned_arch() == AttnCudaArch::sm90) {
+      EXPECT_FALSE(ran) << "D" << D;
+      AttnOptions opts;
+      opts.mask = mask;
+      attention_fwd_update(Exec(), in.qd, k0, v0, st, opts);  // Auto: the tuned kernel declines, the portable one runs
+    } else {
+      EXPECT_TRUE(ran) << "the sm80 forward needs no tensor map, D" << D;
+    }
     auto port = make_state<Acc>(Exec(), s.B, s.Sq, s.H, D);
     fwd_update<T>(in.qd, kc, vc, port, mask, KernelPath::Portable);
     expect_states_agree<T>(state_to_host(st), state_to_host(port), describe<T>(s, mask, in.seed) + " head stride 0");
@@ -614,11 +652,34 @@ TYPED_TEST(CudaKernels, BackwardStridedMasksAndEmptyRows) {
   }
 }
 
+/// A deterministic backward on a path whose kernels add dQ with atomics (sm80) must
+/// decline without writing anything: the caller then runs the portable kernel.
+template <class T>
+void expect_deterministic_bwd_declines(const Shape& s) {
+  auto in = make_inputs<T>(s);
+  Tensor4<T, Mem> dout("dout", s.B, s.Sq, s.H, s.D);
+  RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq), delta("delta", s.B, s.H, s.Sq);
+  Tensor4<Acc, Mem> dq("dq", s.B, s.Sq, s.H, s.D), dk("dk", s.B, s.Sk, s.Hkv, s.D), dv("dv", s.B, s.Sk, s.Hkv, s.D);
+  Kokkos::deep_copy(dq, 1.f);
+  EXPECT_FALSE((Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), in.qd, in.kd, in.vd, dout, lse, delta, dq, dk, dv,
+                                                       Mask::causal(), 0.125, true)))
+      << "D" << s.D;
+  const HostTensor hq = to_host(dq);
+  long changed        = 0;
+  for (std::size_t i = 0; i < hq.span(); ++i) changed += hq.data()[i] != 1.0 ? 1 : 0;
+  EXPECT_EQ(changed, 0) << "a declined backward wrote dq, D" << s.D;
+}
+
 // AttnOptions::deterministic: correct (the same rule as every backward) and bitwise
 // equal over 3 runs, with many key tiles adding into each query tile (and a GQA
-// group, whose heads' dq tiles are added by the same CTAs).
+// group, whose heads' dq tiles are added by the same CTAs). Only the Hopper kernel
+// orders its dQ additions; the sm80 path declines.
 TYPED_TEST(CudaKernels, BackwardDeterministic) {
   using T = TypeParam;
+  if (tuned_arch() != AttnCudaArch::sm90) {
+    for (int D : {64, 96, 128}) expect_deterministic_bwd_declines<T>({1, 300, 300, 4, 2, D});
+    return;
+  }
   for (int D : {64, 128}) {
     check_bwd<T>({1, 1100, 1100, 4, 2, D}, Mask::causal(), true);
     check_bwd<T>({2, 333, 900, 2, 1, D}, Mask::none(), true);

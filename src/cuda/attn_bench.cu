@@ -6,14 +6,25 @@
 // relative to max |shipped|), so a faster variant is known to be right before it is
 // promoted in tile_size.hpp.
 //
-//   attn_cuda_bench [-s S ...] [--heads 32] [--dim 128] [--causal 1] [-w 2] [-n 10] [--shipped-only | --fwd-only]
+//   attn_cuda_bench [-s S ...] [--heads 32] [--dim 128] [--causal 1] [-w 2] [-n 10]
+//                   [--shipped-only | --fwd-only | --dispatch]
 //
-// --fwd-only: the shipped forward alone, no backward rows.
+// --fwd-only: the shipped Hopper forward alone, no backward rows.
+// --dispatch: forward and backward through the library's dispatch (run_attn_fwd /
+//   run_attn_bwd), i.e. the kernels the device or DISTATTN_CUDA_ARCH_PATH selects, as
+//   built into the library for their target (with DISTATTN_CUDA_ARCH_PATH=sm80 on
+//   Hopper: the sm80 table's compute_80 PTX, JIT-compiled by the driver).
+//
+// The other rows instantiate the kernels here, for this program's sm_90a target
+// ('*' marks the sm90 table's entries; the sm80 table's kernels built for sm_90a
+// are the cross-check reference of the Hopper kernels).
 //
 // FLOPs as docs/PERFORMANCE.md: forward 4 B H S^2 d (x 0.5 causal), backward x 2.5.
 
 #include "attn_bwd_launch.cuh"
+#include "attn_bwd_sm80.cuh"
 #include "attn_fwd_launch.cuh"
+#include "attn_fwd_sm80.cuh"
 #include "tile_size.hpp"
 
 #include <algorithm>
@@ -168,6 +179,23 @@ __global__ void make_bwd_stats(Buffers b) {
   b.delta[r] = dl;
 }
 
+/// A tile entry's kernel, or (Dispatched) the library's dispatch.
+struct Dispatched {};
+
+template <class Cfg>
+bool launch_fwd(const AttnFwdParams& p) {
+  if constexpr (std::is_same<Cfg, Dispatched>::value) return run_attn_fwd(p, nullptr);
+  else if constexpr (Cfg::kWgmma) return launch_attn_fwd_any<Cfg, __nv_bfloat16>(p, nullptr);
+  else return launch_attn_fwd_sm80<Cfg, __nv_bfloat16>(p, nullptr);
+}
+
+template <class Cfg>
+bool launch_bwd(const AttnBwdParams& p) {
+  if constexpr (std::is_same<Cfg, Dispatched>::value) return run_attn_bwd(p, nullptr);
+  else if constexpr (Cfg::kWgmma) return launch_attn_bwd_any<Cfg, __nv_bfloat16>(p, nullptr);
+  else return launch_attn_bwd_sm80<Cfg, __nv_bfloat16>(p, nullptr);
+}
+
 template <class Cfg>
 double run_fwd(const Buffers& b, bool causal, int w, int n) {
   const AttnFwdParams p = fwd_params(b, causal);
@@ -176,8 +204,8 @@ double run_fwd(const Buffers& b, bool causal, int w, int n) {
     fill_f32<<<1024, 256>>>(b.l, b.ns(), 0.f);
   };
   return time_median(prep, [&] {
-    if (!launch_attn_fwd_any<Cfg, __nv_bfloat16>(p, nullptr)) {
-      std::fprintf(stderr, "forward declined (no TMA descriptor): nothing to time\n");
+    if (!launch_fwd<Cfg>(p)) {
+      std::fprintf(stderr, "forward declined: nothing to time\n");
       std::exit(2);
     }
   }, w, n);
@@ -192,7 +220,12 @@ double run_bwd(const Buffers& b, bool causal, int w, int n, bool det) {
     CK(cudaMemsetAsync(b.dk, 0, b.nt() * 4));
     CK(cudaMemsetAsync(b.dv, 0, b.nt() * 4));
   };
-  return time_median(prep, [&] { launch_attn_bwd_any<Cfg, __nv_bfloat16>(p, nullptr); }, w, n);
+  return time_median(prep, [&] {
+    if (!launch_bwd<Cfg>(p)) {
+      std::fprintf(stderr, "backward declined: nothing to time\n");
+      std::exit(2);
+    }
+  }, w, n);
 }
 
 template <class Cfg>
@@ -202,7 +235,7 @@ void fwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_re
   double diff     = 0;
   if (is_ref) CK(cudaMemcpy(b.acc_ref, b.acc, b.nt() * 4, cudaMemcpyDeviceToDevice));
   else diff = rel_diff(b.acc, b.acc_ref, b.nt());
-  const bool shipped = std::is_same<Cfg, FwdTileD128>::value || std::is_same<Cfg, FwdTileD64>::value;
+  const bool shipped = std::is_same<Cfg, sm90::FwdTileD128>::value || std::is_same<Cfg, sm90::FwdTileD64>::value;
   std::printf("  fwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first %.2e\n", shipped ? '*' : ' ', name, b.S,
               t * 1e6, fl / t * 1e-12, diff);
 }
@@ -221,7 +254,7 @@ void bwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_re
     d2 = rel_diff(b.dk, b.dk_ref, b.nt());
     d3 = rel_diff(b.dv, b.dv_ref, b.nt());
   }
-  const bool shipped = !det && (std::is_same<Cfg, BwdTileD128>::value || std::is_same<Cfg, BwdTileD64>::value);
+  const bool shipped = !det && (std::is_same<Cfg, sm90::BwdTileD128>::value || std::is_same<Cfg, sm90::BwdTileD64>::value);
   std::printf("  bwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first dq %.1e dk %.1e dv %.1e\n",
               shipped ? '*' : ' ', name, b.S, t * 1e6, fl / t * 1e-12, d1, d2, d3);
 }
@@ -231,7 +264,7 @@ void bwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_re
 int main(int argc, char** argv) {
   std::vector<int> seqs;
   int H = 32, D = 128, w = 2, n = 10;
-  bool causal = true, shipped_only = false, fwd_only = false;
+  bool causal = true, shipped_only = false, fwd_only = false, dispatch = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next           = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
@@ -243,6 +276,7 @@ int main(int argc, char** argv) {
     else if (a == "-n") n = next();
     else if (a == "--shipped-only") shipped_only = true;
     else if (a == "--fwd-only") fwd_only = true;
+    else if (a == "--dispatch") dispatch = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 1;
@@ -276,40 +310,47 @@ int main(int argc, char** argv) {
     }
     // The first row of each group is the cross-check reference; '*' marks the
     // entry of tile_size.hpp this binary ships.
-    if (fwd_only) {
-      if (D == 128) fwd_row<FwdTileD128>("shipped", b, causal, w, n, true);
-      else fwd_row<FwdTileD64>("shipped", b, causal, w, n, true);
+    if (dispatch) {
+      static const char* const kArch[] = {"none", "sm80", "sm90"};
+      const AttnCudaArch arch = attn_cuda_arch();
+      const std::string name  = std::string("dispatched (") + kArch[arch == AttnCudaArch::sm80 ? 1 : arch == AttnCudaArch::sm90 ? 2 : 0] + ")";
+      fwd_row<Dispatched>(name.c_str(), b, causal, w, n, true);
+      make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
+      bwd_row<Dispatched>(name.c_str(), b, causal, w, n, true);
+    } else if (fwd_only) {
+      if (D == 128) fwd_row<sm90::FwdTileD128>("shipped", b, causal, w, n, true);
+      else fwd_row<sm90::FwdTileD64>("shipped", b, causal, w, n, true);
     } else if (shipped_only) {  // e.g. under ncu
       if (D == 128) {
-        fwd_row<FwdTileD128>("shipped", b, causal, w, n, true);
+        fwd_row<sm90::FwdTileD128>("shipped", b, causal, w, n, true);
         make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
-        bwd_row<BwdTileD128>("shipped", b, causal, w, n, true);
+        bwd_row<sm90::BwdTileD128>("shipped", b, causal, w, n, true);
       } else {
-        fwd_row<FwdTileD64>("shipped", b, causal, w, n, true);
+        fwd_row<sm90::FwdTileD64>("shipped", b, causal, w, n, true);
         make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
-        bwd_row<BwdTileD64>("shipped", b, causal, w, n, true);
+        bwd_row<sm90::BwdTileD64>("shipped", b, causal, w, n, true);
       }
     } else if (D == 128) {
-      // Reference rows: the mma.sync kernels of NOTES.md run 5 (unit-tested there).
-      fwd_row<FwdTile<128, 128, 64, 4, 2, true>>("mma 32r 128x64 4w x2 rebuild", b, causal, w, n, true);
+      // Reference rows: the sm80 table's mma.sync kernels, built here for sm_90a.
+      fwd_row<sm80::FwdTileD128>("mma 32r 128x64 4w x2 rebuild", b, causal, w, n, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
-      fwd_row<FwdTileD128>("warp-specialized", b, causal, w, n, false);
+      fwd_row<sm90::FwdTileD128>("warp-specialized", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
-      bwd_row<BwdTilePS<128, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
+      bwd_row<sm80::BwdTileD128>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<128, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
       bwd_row<WsBwdTile<128>>("warp-specialized", b, causal, w, n, false);
       bwd_row<WsBwdTile<128, true>>("warp-specialized stmatrix", b, causal, w, n, false);
-      bwd_row<BwdTileD128>("shipped, deterministic", b, causal, w, n, false, true);
+      bwd_row<sm90::BwdTileD128>("shipped, deterministic", b, causal, w, n, false, true);
     } else {
-      fwd_row<FwdTile<64, 128, 64, 4, 2>>("mma 32r 128x64 4w x2", b, causal, w, n, true);
+      fwd_row<sm80::FwdTileD64>("mma 32r 128x64 4w x2", b, causal, w, n, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
-      fwd_row<FwdTileD64>("warp-specialized", b, causal, w, n, false);
+      fwd_row<sm90::FwdTileD64>("warp-specialized", b, causal, w, n, false);
       CK(cudaDeviceSynchronize());
-      bwd_row<BwdTilePS<64, 64, 128, 8, 1>>("mma PS q64 k128", b, causal, w, n, true);
+      bwd_row<sm80::BwdTileD64>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<64, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
       bwd_row<WsBwdTile<64>>("warp-specialized", b, causal, w, n, false);
       bwd_row<WsBwdTile<64, true>>("warp-specialized stmatrix", b, causal, w, n, false);
-      bwd_row<BwdTileD64>("shipped, deterministic", b, causal, w, n, false, true);
+      bwd_row<sm90::BwdTileD64>("shipped, deterministic", b, causal, w, n, false, true);
     }
     CK(cudaDeviceSynchronize());
     for (void* p : {(void*)b.q, (void*)b.k, (void*)b.v, (void*)b.dout, (void*)b.acc, (void*)b.dq, (void*)b.dk,

@@ -1,10 +1,8 @@
 #pragma once
-// Picks the backward kernel that matches a tile entry: BwdTilePS -> attn_bwd_ps_sm90.cuh
-// (mma.sync, P/dS through shared memory), WgBwdTile -> attn_bwd_wgmma_sm90.cuh
-// (warpgroup MMA), WsBwdTile -> attn_bwd_ws_sm90.cuh (warp-specialized, its
-// Fallback entry where TMA cannot describe the tensors).
+// Picks the Hopper backward kernel that matches a tile entry of the sm90 table:
+// WsBwdTile -> attn_bwd_ws_sm90.cuh (warp-specialized, its Fallback entry where TMA
+// cannot describe the tensors), WgBwdTile -> attn_bwd_wgmma_sm90.cuh (warpgroup MMA).
 
-#include "attn_bwd_ps_sm90.cuh"
 #include "attn_bwd_wgmma_sm90.cuh"
 #include "attn_bwd_ws_sm90.cuh"
 
@@ -12,16 +10,16 @@ namespace DistAttn::Impl::cuda {
 
 /// Returns false without launching only when a deterministic run was asked for and
 /// the kernel that would run cannot give one (only the warp-specialized kernel
-/// orders its dQ additions; the others add with atomics).
+/// orders its dQ additions; the wgmma kernel adds with atomics).
 template <class Cfg, class Elem>
 bool launch_attn_bwd_any(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (Cfg::kWs) {
     if (launch_attn_bwd_ws<Cfg, Elem>(p, stream)) return true;
     return launch_attn_bwd_any<typename Cfg::Fallback, Elem>(p, stream);
   } else {
+    static_assert(Cfg::kWgmma, "the Hopper table's backward entries use wgmma");
     if (p.deterministic) return false;
-    if constexpr (Cfg::kWgmma) launch_attn_bwd_wgmma<Cfg, Elem>(p, stream);
-    else launch_attn_bwd_ps<Cfg, Elem>(p, stream);
+    launch_attn_bwd_wgmma<Cfg, Elem>(p, stream);
     return true;
   }
 }

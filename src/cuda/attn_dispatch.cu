@@ -1,7 +1,8 @@
 // Host entry points of the CUDA-tuned attention kernels: validate what the
-// kernels assume (head_dim, alignment, a Hopper sm_90 device, positive scale),
+// kernels assume (head_dim, alignment, a device with a tile table, positive scale),
 // decline (return false) otherwise so the caller falls back to the portable
-// kernel, and dispatch on (head_dim, element type) to the instantiation units.
+// kernel, and dispatch on (target, head_dim, element type) to the instantiation
+// units of attn_kernels.inc.
 // No synchronization: one kernel launch on the caller's stream (the deterministic
 // backward also allocates, clears and frees its semaphores, stream-ordered).
 
@@ -10,6 +11,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -21,35 +24,95 @@ void check_launch(cudaError_t err, const char* what) {
                              cudaGetErrorString(err));
 }
 
-// The kernels are instantiated for head_dim 64 and 128; any other multiple of 8 up
-// to 128 runs in the next one up with its columns zero-padded in shared memory
-// (loads zero-fill, stores skip the padding): exact, at the padded size's cost.
-bool attn_head_dim_supported(int head_dim) { return head_dim >= 8 && head_dim <= 128 && head_dim % 8 == 0; }
-
 namespace {
 
-/// The kernels are built for sm_90a only (wgmma, and mma.sync tuned for Hopper; the
-/// binary holds no other machine code), so any other device declines.
-bool current_device_is_sm90() {
+/// DISTATTN_CUDA_ARCH_PATH (attn_params.hpp): -1 auto, 0 portable, 80 sm80. Read
+/// once; a bad value throws on every call (the static stays uninitialized).
+int forced_arch() {
+  static const int forced = [] {
+    const char* e = std::getenv("DISTATTN_CUDA_ARCH_PATH");
+    if (e == nullptr || *e == '\0' || std::strcmp(e, "auto") == 0) return -1;
+    if (std::strcmp(e, "sm80") == 0) return 80;
+    if (std::strcmp(e, "portable") == 0) return 0;
+    throw std::invalid_argument(std::string("DISTATTN_CUDA_ARCH_PATH='") + e +
+                                "': expected auto, sm80 or portable");
+  }();
+  return forced;
+}
+
+/// A per-device attribute, cached (devices 0-63): 0 stands for "not yet read", so
+/// the attributes cached here are positive. Returns 0 when it cannot be read.
+int cached_attribute(std::atomic<int> (&cache)[64], int (*read)(int dev)) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return 0;
   }
-  static std::atomic<int> cache[64];  // 0 unknown, 1 sm_90, 2 other
   if (dev >= 0 && dev < 64) {
     const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c != 0) return c == 1;
+    if (c != 0) return c;
   }
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  const bool ok = major == 9 && minor == 0;
-  if (dev >= 0 && dev < 64) cache[dev].store(ok ? 1 : 2, std::memory_order_relaxed);
-  return ok;
+  const int v = read(dev);
+  if (v > 0 && dev >= 0 && dev < 64) cache[dev].store(v, std::memory_order_relaxed);
+  return v;
+}
+
+/// Compute capability as 10 major + minor (90 for sm_90); 0 when unknown.
+int compute_capability() {
+  static std::atomic<int> cache[64];
+  return cached_attribute(cache, [](int dev) {
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return 10 * major + minor;
+  });
+}
+
+/// One launcher of attn_kernels.inc and what it is for.
+template <class P>
+struct KernelEntry {
+  AttnCudaArch arch;
+  AttnDType dtype;
+  int head_dim;
+  bool (*run)(const P&, cudaStream_t);
+};
+
+constexpr AttnDType kDType_bf16 = AttnDType::BF16;
+constexpr AttnDType kDType_fp16 = AttnDType::FP16;
+
+#define DISTATTN_CUDA_KERNEL(TARGET, DIR, D, TY) DISTATTN_CUDA_ENTRY_##DIR(TARGET, DIR, D, TY)
+#define DISTATTN_CUDA_ENTRY(TARGET, DIR, D, TY) \
+  {AttnCudaArch::TARGET, kDType_##TY, D, run_attn_##DIR##_hdim##D##_##TY##_##TARGET},
+#define DISTATTN_CUDA_ENTRY_fwd DISTATTN_CUDA_ENTRY
+#define DISTATTN_CUDA_ENTRY_bwd(TARGET, DIR, D, TY)
+constexpr KernelEntry<AttnFwdParams> kFwdKernels[] = {
+#include "attn_kernels.inc"
+};
+#undef DISTATTN_CUDA_ENTRY_fwd
+#undef DISTATTN_CUDA_ENTRY_bwd
+#define DISTATTN_CUDA_ENTRY_fwd(TARGET, DIR, D, TY)
+#define DISTATTN_CUDA_ENTRY_bwd DISTATTN_CUDA_ENTRY
+constexpr KernelEntry<AttnBwdParams> kBwdKernels[] = {
+#include "attn_kernels.inc"
+};
+#undef DISTATTN_CUDA_ENTRY_fwd
+#undef DISTATTN_CUDA_ENTRY_bwd
+#undef DISTATTN_CUDA_ENTRY
+#undef DISTATTN_CUDA_KERNEL
+
+/// Runs the current target's kernel of the smallest head_dim that holds p.head_dim
+/// (a smaller head_dim runs zero-padded); false when there is none or it declines.
+template <class P, std::size_t N>
+bool run_listed(const KernelEntry<P> (&kernels)[N], const P& p, cudaStream_t stream) {
+  const AttnCudaArch arch = attn_cuda_arch();
+  const KernelEntry<P>* best = nullptr;
+  for (const KernelEntry<P>& e : kernels)
+    if (e.arch == arch && e.dtype == p.dtype && e.head_dim >= p.head_dim && (best == nullptr || e.head_dim < best->head_dim))
+      best = &e;
+  return best != nullptr && best->run(p, stream);
 }
 
 bool aligned(const void* p, std::uintptr_t bytes) { return (reinterpret_cast<std::uintptr_t>(p) % bytes) == 0; }
@@ -81,9 +144,42 @@ bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim,
 
 }  // namespace
 
+// The kernels are instantiated for the head_dims of attn_kernels.inc (64 and 128);
+// any other multiple of 8 up to the widest runs in the next one up with its columns
+// zero-padded in shared memory (loads zero-fill, stores skip the padding): exact, at
+// the padded size's cost.
+bool attn_head_dim_supported(int head_dim) {
+  int widest = 0;
+  for (const KernelEntry<AttnFwdParams>& e : kFwdKernels) widest = e.head_dim > widest ? e.head_dim : widest;
+  return head_dim >= 8 && head_dim <= widest && head_dim % 8 == 0;
+}
+
+AttnCudaArch attn_cuda_arch() {
+  const int forced = forced_arch();
+  if (forced == 0) return AttnCudaArch::none;
+  const int cc = compute_capability();
+  if (forced == 80) return cc >= 80 ? AttnCudaArch::sm80 : AttnCudaArch::none;
+  if (cc == 90) return AttnCudaArch::sm90;
+  if (cc >= 80 && cc < 90) return AttnCudaArch::sm80;
+  return AttnCudaArch::none;
+}
+
+bool device_smem_fits(int bytes) {
+  static std::atomic<int> cache[64];
+  const int optin = cached_attribute(cache, [](int dev) {
+    int v = 0;
+    if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return v;
+  });
+  return bytes <= optin;
+}
+
 bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
-  if (!current_device_is_sm90()) return false;
+  if (attn_cuda_arch() == AttnCudaArch::none) return false;
   const bool direct = p.o != nullptr;
   if (p.batch == 0 || p.seqlen_q == 0 || p.heads == 0) return true;  // no rows
   if (direct && p.lse == nullptr) return false;
@@ -96,14 +192,12 @@ bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   if (direct ? !vec4_ok(p.o, p.o_batch_stride, p.o_row_stride, p.o_head_stride)
              : !vec8_ok(p.acc, p.acc_batch_stride, p.acc_row_stride, p.acc_head_stride))
     return false;
-  const bool bf16 = p.dtype == AttnDType::BF16;
-  if (p.head_dim <= 64) return bf16 ? run_attn_fwd_hdim64_bf16(p, stream) : run_attn_fwd_hdim64_fp16(p, stream);
-  return bf16 ? run_attn_fwd_hdim128_bf16(p, stream) : run_attn_fwd_hdim128_fp16(p, stream);
+  return run_listed(kFwdKernels, p, stream);
 }
 
 bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
-  if (!current_device_is_sm90()) return false;
+  if (attn_cuda_arch() == AttnCudaArch::none) return false;
   if (p.batch == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 || p.heads == 0) return true;
   if (!vec16_ok(p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride) ||
       !vec16_ok(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride) ||
@@ -113,15 +207,13 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
       !vec8_ok(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride) ||
       !vec8_ok(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride))
     return false;
-  const bool bf16 = p.dtype == AttnDType::BF16;
-  if (p.head_dim <= 64) return bf16 ? run_attn_bwd_hdim64_bf16(p, stream) : run_attn_bwd_hdim64_fp16(p, stream);
-  return bf16 ? run_attn_bwd_hdim128_bf16(p, stream) : run_attn_bwd_hdim128_fp16(p, stream);
+  return run_listed(kBwdKernels, p, stream);
 }
 
 bool run_attn_bwd_prep(const AttnBwdPrepParams& p, cudaStream_t stream) {
   if (!attn_head_dim_supported(p.head_dim)) return false;
   if (p.batch < 0 || p.seqlen_q < 0 || p.seqlen_k < 0 || p.heads < 0 || p.heads_kv < 0) return false;
-  if (!current_device_is_sm90()) return false;
+  if (attn_cuda_arch() == AttnCudaArch::none) return false;
   auto rows16 = [](const auto& t, std::int64_t multiple) {
     return aligned(t.data, 16) && t.batch_stride % multiple == 0 && t.row_stride % multiple == 0 &&
            t.head_stride % multiple == 0;

@@ -10,7 +10,8 @@
 // (WsFwdTile, WgBwdTile, WsBwdTile) have warpgroups of 128 threads own 64-row blocks and read
 // both operands from shared memory through descriptors (no ldmatrix). Registers are
 // the other limit: 255 per thread, 64K per SM; every entry below is spill-free or
-// says how many bytes ptxas spills (sm_90a, nvcc 13.0).
+// says how many bytes ptxas spills (nvcc 13.0; the mma.sync entries as measured
+// for sm_90a, before they became the sm_80 table).
 
 namespace DistAttn::Impl::cuda {
 
@@ -30,7 +31,7 @@ struct FwdTile {
   // from 144 B of spill to 8 B) for a few integer ops per tile. Not a free win:
   // NOTES.md runs 4 and 5 measured it slower for the d = 64 tile, hence per entry.
   static constexpr bool kRebuildAddr = kRebuildAddr_;
-  static constexpr bool kWgmma = false;  // -> attn_fwd_sm90.cuh
+  static constexpr bool kWgmma = false;  // -> attn_fwd_sm80.cuh
   static constexpr bool kWs    = false;
   // 16 rows per warp: Q fragments stay in registers. 32 rows per warp (FA2's
   // layout): Q is re-read from shared memory, but every K/V fragment feeds two
@@ -42,7 +43,7 @@ struct FwdTile {
   static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 4 * kBlockN * kHeadDim);
 };
 
-/// Backward, FA2's sm80 layout (attn_bwd_ps_sm90.cuh): a CTA owns kBlockN keys of one
+/// Backward, FA2's sm80 layout (attn_bwd_sm80.cuh): a CTA owns kBlockN keys of one
 /// (batch, KV head) and walks the query tiles of every query head of its GQA group,
 /// kBlockM queries at a time; dK and dV stay in registers (fp32), dQ is accumulated
 /// with fp32 atomics (red.add). S/dP, dK/dV and dQ each get their own warp grid of
@@ -138,16 +139,13 @@ struct WsBwdTile {
 };
 
 // ---------------------------------------------------------------------------------
-// The tables. Kernel-only numbers on an H200 (docs/kernels/NOTES.md, B=1, S=32K,
-// causal, bf16; d=128 with H=32, d=64 with H=64), run given per entry.
-//
-// DISTATTN_CUDA_TILES_ALT selects the runner-up table (the mma.sync kernels). It
-// exists so that one device run can put both tables through the unit tests (a
-// second test binary built with -DDISTATTN_CUDA_TILES_ALT); the library is never
-// built with it.
-#if !defined(DISTATTN_CUDA_TILES_ALT)
+// The tables, one per target (src/CMakeLists.txt compiles each for its own -gencode;
+// attn_dispatch.cu picks one by the device's compute capability). Kernel-only
+// numbers on an H200 (docs/kernels/NOTES.md, B=1, S=32K, causal, bf16; d=128 with
+// H=32, d=64 with H=64), run given per entry.
 
-// Warpgroup MMA (wgmma) entries.
+/// Hopper (sm_90a): warpgroup MMA (wgmma) and TMA.
+namespace sm90 {
 // fwd: warp-specialized, 128-key tiles, 2 K + 2 V stages, the intra-warpgroup overlap
 // inside the ping-pong (NOTES.md run 31, causal bf16, S = 8K / 16K / 32K): d = 128
 // 609.2 / 618.4 / 603.0 TF/s against 524.2 / 527.2 / 540.1 for the TMA ping-pong
@@ -163,25 +161,31 @@ using FwdTileD64  = WsFwdTile<64>;
 // consistent sign.
 using BwdTileD128 = WsBwdTile<128, true>;
 using BwdTileD64  = WsBwdTile<64>;
+}  // namespace sm90
 
-#else
-
-// Runner-up: the mma.sync table (NOTES.md run 5), unit-tested in the same device runs.
+/// Ampere/Ada (sm_80 SASS and compute_80 PTX; sm_86 and sm_89 run the sm_80 SASS,
+/// Hopper JIT-compiles the PTX when DISTATTN_CUDA_ARCH_PATH=sm80 forces this table):
+/// mma.sync, cp.async, ldmatrix. Tuned on an H200 when it was Hopper's table
+/// (NOTES.md runs 1-5, built for sm_90a then). Shared memory per block must fit the
+/// device's opt-in limit (A100 163 KB, sm_86 / sm_89 99 KB); an entry that does not
+/// fit declines at launch and the portable kernel runs.
+namespace sm80 {
 // fwd d = 128: FA2's 32 rows per warp, 4 warps, 2 CTAs per SM. Q is re-read from
 // shared memory each tile, but every K/V fragment feeds two row blocks (192 B of
 // ldmatrix per mma instead of 256). With the addresses rebuilt per tile
 // (kRebuildAddr) the 64-key tile spills 8 B instead of 144 and is the fastest
 // mma.sync forward: 335.4 TF/s (NOTES.md run 5; same run: 322.9 for the 32-key tile,
-// 326.2 for the spill-free rebuilt 48-key one).
+// 326.2 for the spill-free rebuilt 48-key one). 96 KB: fits every sm_8x (one CTA per
+// SM on A100 and sm_86 / sm_89, two on Hopper).
 using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
-// fwd d = 64: 32 rows per warp, 64-key tiles, 238 regs, 2 CTAs/SM: 302.5 TF/s.
+// fwd d = 64: 32 rows per warp, 64-key tiles, 238 regs, 2 CTAs/SM: 302.5 TF/s. 64 KB.
 using FwdTileD64 = FwdTile<64, 128, 64, 4, 2>;
 // bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
-// product): ~230 B of ldmatrix per mma instead of ~290. d = 128: 178 KB smem, 255
-// regs (48 B spill): 267-270 TF/s. d = 64: 219-224.
+// product): ~230 B of ldmatrix per mma instead of ~290. d = 128: 161.5 KB (fits
+// A100, not sm_86 / sm_89), 255 regs (48 B spill): 267-270 TF/s. d = 64: 97.5 KB,
+// 219-224 TF/s. dQ by scalar red.add on this target (the v2 form needs sm_90).
 using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
 using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
-
-#endif
+}  // namespace sm80
 
 }  // namespace DistAttn::Impl::cuda

@@ -8,9 +8,11 @@
 /// also have the kernel write the final O and LSE directly. They decline (return
 /// false, so the portable kernel runs) for anything the kernels do not cover:
 /// head_dim not a multiple of 8 up to 128, non-fp32 accumulators, non-unit head_dim stride,
-/// misaligned rows, a non-positive scale, or a device other than sm_90. The
-/// backward's `deterministic` (AttnOptions::deterministic) asks for dq added in a
-/// fixed order; it declines where the kernel cannot order them (no TMA descriptors).
+/// misaligned rows, a non-positive scale, or a device without a tuned target
+/// (cuda::attn_cuda_arch(): sm_90 and sm_8x have one). The backward's
+/// `deterministic` (AttnOptions::deterministic) asks for dq added in a fixed order;
+/// it declines where the kernel cannot order them (no TMA descriptors, or the sm80
+/// kernels, which add dQ with atomics).
 ///
 /// Included by impl/attn_spec.hpp; empty unless the library was built with
 /// DistAttn_ENABLE_CUDA_KERNELS (and so with a CUDA Kokkos).

@@ -98,6 +98,20 @@ struct AttnBwdParams {
   int deterministic;
 };
 
+/// The tuned kernel family a device runs (src/cuda/tile_size.hpp has one table per
+/// target): sm90 on compute capability 9.0 (wgmma, TMA), sm80 on 8.x (mma.sync,
+/// cp.async, ldmatrix; sm_80 machine code, which sm_86 and sm_89 run too), none
+/// elsewhere (the portable kernel runs). The environment variable
+/// DISTATTN_CUDA_ARCH_PATH, read once per process, overrides that: `sm80` runs the
+/// sm80 kernels on any device of compute capability 8.0 or more (on Hopper the driver
+/// JIT-compiles their compute_80 PTX: how the sm80 path is tested here), `portable`
+/// declines every tuned kernel, `auto` or unset chooses by compute capability; any
+/// other value throws std::invalid_argument naming the variable.
+enum class AttnCudaArch : int { none = 0, sm80 = 80, sm90 = 90 };
+
+/// The family the current CUDA device runs (AttnCudaArch::none when there is none).
+AttnCudaArch attn_cuda_arch();
+
 /// Whether a tuned kernel runs this head_dim: multiples of 8 up to 128 (64 and 128
 /// natively, the others zero-padded to the next of the two).
 bool attn_head_dim_supported(int head_dim);

@@ -339,8 +339,12 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
     }
 }
 
+/// Host-side launcher; returns false (nothing launched) where a deterministic run
+/// was asked for (dQ is added with atomics) or the device's shared memory per block
+/// cannot hold the tile.
 template <class Cfg, class Elem>
-void launch_attn_bwd_ps(const AttnBwdParams& p, cudaStream_t stream) {
+bool launch_attn_bwd_sm80(const AttnBwdParams& p, cudaStream_t stream) {
+  if (p.deterministic || !device_smem_fits(Cfg::kSmemBytes)) return false;
   const int n_kt = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const dim3 grid(unsigned(n_kt), unsigned(p.heads_kv), unsigned(p.batch));
   auto kernel = attn_bwd_ps_kernel<Cfg, Elem>;
@@ -351,6 +355,7 @@ void launch_attn_bwd_ps(const AttnBwdParams& p, cudaStream_t stream) {
     err = cudaGetLastError();
   }
   check_launch(err, "attn_bwd_ps_kernel");
+  return true;
 }
 
 }  // namespace DistAttn::Impl::cuda

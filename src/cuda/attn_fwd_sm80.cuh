@@ -4,8 +4,9 @@
 // rows (FwdTile::kRowsPerWarp) and keeps their O accumulator and (m, l) in registers
 // while the CTA streams K/V tiles through two shared-memory stages (cp.async, one
 // tile of lead). 16-row warps also keep their Q fragments in registers; 32-row warps
-// (FA2's layout, shipped for d = 128 and 64) re-read Q from shared memory and reuse
-// every K/V fragment for both 16-row blocks.
+// (FA2's layout, the sm_80 table's choice for d = 128 and 64) re-read Q from shared
+// memory and reuse every K/V fragment for both 16-row blocks. Only sm_80 features
+// (tile_size.hpp, namespace sm80, says which targets run it).
 //
 //   prologue   Q, K[last] -> smem; V[last] -> smem; (16-row warps: Q -> registers)
 //   per tile   issue K[next]; S = Q K^T; mask; online softmax (exp2, log2e folded
@@ -280,9 +281,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     }
 }
 
-/// Host-side launcher for one tile configuration and element type.
+/// Host-side launcher for one tile configuration and element type; returns false
+/// (nothing launched) where the device's shared memory per block cannot hold the tile.
 template <class Cfg, class Elem>
-void launch_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
+bool launch_attn_fwd_sm80(const AttnFwdParams& p, cudaStream_t stream) {
+  if (!device_smem_fits(Cfg::kSmemBytes)) return false;
   const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   const dim3 grid(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch));
   auto kernel = attn_fwd_kernel<Cfg, Elem>;
@@ -293,6 +296,7 @@ void launch_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
     err = cudaGetLastError();
   }
   check_launch(err, "attn_fwd_kernel");
+  return true;
 }
 
 }  // namespace DistAttn::Impl::cuda
