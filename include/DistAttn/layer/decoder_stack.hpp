@@ -137,7 +137,10 @@ class DecoderStack {
         layer_.post_attention(inputs_[l], weights_[l], a);
       }
       layer_.backward(attn_, inputs_[l], weights_[l], a, g, g, grads_[l], scratch_);
-      all_reduce_sum(comm_, grads_[l].flat(), reduced_).wait();
+      // The gradients (and the copy out of reduced_ of the layer before) were
+      // queued on exec_; the communicator's instance must not read them earlier.
+      comm_.depend_on(exec_);
+      all_reduce_sum(comm_, grads_[l].flat(), reduced_).wait(exec_);
       Kokkos::deep_copy(exec_, grads_[l].flat(), reduced_);
     }
     compat::fence(exec_, "DistAttn::DecoderStack::backward done");
