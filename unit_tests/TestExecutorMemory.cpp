@@ -41,7 +41,7 @@ TEST_P(RingMemoryTest, StagedTransfersReuseHostBuffers) {
     x.forward(ring);
     x.backward(ring);
   }
-  EXPECT_EQ(Counter::all().allocations, 0u) << "staged passes allocated " << Counter::all().bytes << " bytes, rank "
+  EXPECT_EQ(Counter::all().allocations, 0u) << "staged passes allocated " << Counter::all().bytes << " bytes (" << Counter::labels() << "), rank "
                                             << world_rank();
   EXPECT_GT(comm.staging_pool().free_buffers(), 0u) << "no staged transfer happened";
 }
@@ -73,7 +73,7 @@ TEST_P(RingMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing) {
     x.forward(ring);
     x.backward(ring);
   }
-  EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes";
+  EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes (" << Counter::labels() << ")";
 }
 
 // One tensor-equivalent: one [B, c, H, D] tensor of the input type.

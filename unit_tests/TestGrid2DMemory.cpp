@@ -76,7 +76,7 @@ TEST_P(Grid2DMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing)
       x.backward(a2d);
     }
     EXPECT_EQ(Counter::all().allocations, 0u)
-        << "steady-state passes allocated " << Counter::all().bytes << " bytes, " << what(GetParam(), g);
+        << "steady-state passes allocated " << Counter::all().bytes << " bytes (" << Counter::labels() << "), " << what(GetParam(), g);
   }
 }
 

@@ -84,7 +84,7 @@ TEST_P(UlyssesMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing
     x.forward(uly);
     x.backward(uly);
   }
-  EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes";
+  EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes (" << Counter::labels() << ")";
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadGroups, UlyssesMemoryTest,
@@ -167,7 +167,7 @@ TEST_P(HybridMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing)
     x.forward(hy);
     x.backward(hy);
   }
-  EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes, "
+  EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes (" << Counter::labels() << "), "
                                             << ctx;
 }
 

@@ -213,8 +213,10 @@ class EntryAgreement {
     if (send_.extent(0) == 0) {
       send_ = Kokkos::View<std::int64_t*, Mem>("DistAttn::entry_check.send", kWords);
       recv_ = Kokkos::View<std::int64_t*, Mem>("DistAttn::entry_check.recv", std::size_t(kWords) * P);
+      hs_   = Kokkos::create_mirror_view(send_);  // kept: host mirrors of device buffers are allocations too
+      hr_   = Kokkos::create_mirror_view(recv_);
     }
-    auto hs = Kokkos::create_mirror_view(send_);
+    const auto& hs = hs_;
     Kokkos::deep_copy(hs, std::int64_t(0));
     hs(0) = own ? 1 : 0;
     hs(1)         = std::int64_t(config.size());
@@ -225,7 +227,7 @@ class EntryAgreement {
     std::memcpy(reinterpret_cast<char*>(hs.data() + kMsgWord), own_msg.data(), n);
     Kokkos::deep_copy(send_, hs);
     all_gather(comm, send_, recv_).wait();
-    auto hr = Kokkos::create_mirror_view(recv_);
+    const auto& hr = hr_;
     Kokkos::deep_copy(hr, recv_);
 
     const std::int64_t* mine = hr.data() + std::size_t(kWords) * comm.rank();
@@ -278,6 +280,7 @@ class EntryAgreement {
   }
 
   Kokkos::View<std::int64_t*, Mem> send_, recv_;
+  typename Kokkos::View<std::int64_t*, Mem>::HostMirror hs_, hr_;
   std::int64_t proposal_ = std::numeric_limits<std::int64_t>::max(), agreed_ = proposal_;
 };
 
