@@ -245,8 +245,9 @@ int run_mpi(const Options& o) {
   // copies otherwise (then it excludes the staging copies the layer has to make).
   const std::string raw_name = direct ? "raw MPI_Sendrecv" : "raw MPI_Sendrecv (host buffers)";
   MPI_Comm raw_comm          = comm.comm();
+  // Owned here, not static: a View must not outlive Kokkos::finalize.
+  Kokkos::View<unsigned char*, Kokkos::HostSpace> hs, hr;
   auto raw = [&, direct](const DevView& send, const DevView& recv, int peer) {
-    static Kokkos::View<unsigned char*, Kokkos::HostSpace> hs, hr;
     const void* sp = send.data();
     void* rp       = recv.data();
     if (!direct) {
