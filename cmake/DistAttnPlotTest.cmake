@@ -2,7 +2,8 @@
 # perf_tests/scripts/plot_results.py renders both plots from the files. Fails when
 # a run fails, a JSON file lacks a field the plots use, or a PNG is not written;
 # exits through the plot script's status 77 (skipped) when matplotlib is missing.
-# Variables: MPIEXEC, NP_FLAG, PREFLAGS (;-list), POSTFLAGS, DRIVER, PYTHON, SCRIPT, WORK_DIR.
+# Variables: MPIEXEC, NP_FLAG, PREFLAGS (;-list), POSTFLAGS, DRIVER, DRIVER_ARGS (;-list), PYTHON, SCRIPT,
+# WORK_DIR.
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(_files "")
@@ -10,7 +11,7 @@ foreach(np IN ITEMS 1 2)
   set(_json "${WORK_DIR}/balanced_np${np}.json")
   execute_process(
     COMMAND ${MPIEXEC} ${NP_FLAG} ${np} ${PREFLAGS} ${DRIVER} ${POSTFLAGS} --schedule balanced --seq 256 --heads 2
-            --kv-heads 1 --dim 32 -w 1 -n 3 --json ${_json}
+            --kv-heads 1 --dim 32 -w 1 -n 3 --json ${_json} ${DRIVER_ARGS}
     RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
   if(NOT _rc EQUAL 0)
     message(FATAL_ERROR "distattn-run on ${np} ranks failed (${_rc}):\n${_out}\n${_err}")
