@@ -172,7 +172,7 @@ TEST_P(HybridMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing)
 }
 
 TEST_P(HybridMemoryTest, OverTheLimitFailsOnEveryRankBeforeAllocating) {
-  if (GetParam() != HybridInner::Grid2DO) GTEST_SKIP() << "one inner executor without head chunking suffices";
+  if (GetParam() != HybridInner::Grid2DO) GTEST_SKIP() << "one inner executor suffices: the pre-flight check is the hybrid's, whatever runs inside";
   const int P = world_size(), B = 1, c = 4, H = 2 * P, Hkv = P, D = 16;
   auto world = Comm::from_raw(MPI_COMM_WORLD, Exec());
   world.set_timeout(20.0);
