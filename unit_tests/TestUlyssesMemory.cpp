@@ -87,6 +87,29 @@ TEST_P(UlyssesMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing
   EXPECT_EQ(Counter::all().allocations, 0u) << "steady-state passes allocated " << Counter::all().bytes << " bytes (" << Counter::labels() << ")";
 }
 
+// Host staging (forced here; the default for device Views without GPU-aware MPI)
+// reuses its buffers: steady-state passes allocate nothing, pipelined or not.
+TEST_P(UlyssesMemoryTest, StagedTransfersReuseHostBuffers) {
+  const int P = world_size(), B = 2, c = 6, H = GetParam().heads_per_rank * P, Hkv = GetParam().kv_heads_per_rank * P,
+            D = 16;
+  auto comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  comm.set_host_staging(HostStaging::Always);
+  Tensors x(B, c, H, Hkv, D);
+  UlyssesOptions opts;
+  opts.head_groups = GetParam().groups;
+  Uly uly(comm, Exec(), B, c, H, Hkv, D, opts);
+  x.forward(uly);
+  x.backward(uly);
+  Counter::reset();
+  for (int i = 0; i < 2; ++i) {
+    x.forward(uly);
+    x.backward(uly);
+  }
+  EXPECT_EQ(Counter::all().allocations, 0u) << "staged passes allocated " << Counter::all().bytes << " bytes ("
+                                            << Counter::labels() << "), rank " << world_rank();
+  if (P > 1) EXPECT_GT(comm.staging_pool().free_buffers(), 0u) << "no staged transfer happened";
+}
+
 INSTANTIATE_TEST_SUITE_P(HeadGroups, UlyssesMemoryTest,
                          ::testing::Values(UlyssesShape{2, 1, 0}, UlyssesShape{4, 4, 2}, UlyssesShape{4, 4, 4}),
                          [](const ::testing::TestParamInfo<UlyssesShape>& i) {

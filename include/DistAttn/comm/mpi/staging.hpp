@@ -54,27 +54,31 @@ auto as_bytes(const View& v) {
 
 /// Host staging buffers of one communicator (and its duplicates and splits),
 /// reused across operations: a buffer returns to the pool when the last request
-/// holding it is destroyed, so steady-state passes allocate nothing. The pool
-/// keeps the most it ever held at once until the communicator family is gone.
+/// holding it is destroyed. Requests are rounded up to a size class (four per
+/// power of two, so at most 25 % over) and served only from their own class.
+/// Serving a small request from a larger class's free buffer (best fit) let the
+/// mix of message sizes in pipelined passes (Ulysses' head groups) take a new
+/// buffer in a later round; with exact classes each class holds the most it
+/// ever held at once, so a pattern of passes that repeats allocates only in its
+/// first round. Buffers stay until the communicator family is gone.
 class HostStagingPool : public std::enable_shared_from_this<HostStagingPool> {
  public:
   /// A host buffer of exactly `n` bytes (a prefix of a pooled one), held until
   /// the returned pointer and its copies are dropped.
   std::shared_ptr<HostBytes> acquire(std::size_t n) {
     if (n == 0) return std::make_shared<HostBytes>();  // nothing to stage; leave the pool alone
+    const std::size_t cls = size_class(n);
     HostBytes whole;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      // Smallest free buffer that is large enough.
-      auto best = free_.end();
       for (auto it = free_.begin(); it != free_.end(); ++it)
-        if (it->extent(0) >= n && (best == free_.end() || it->extent(0) < best->extent(0))) best = it;
-      if (best != free_.end()) {
-        whole = *best;
-        free_.erase(best);
-      }
+        if (it->extent(0) == cls) {
+          whole = *it;
+          free_.erase(it);
+          break;
+        }
     }
-    if (whole.extent(0) == 0) whole = HostBytes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "DistAttn::host_staging"), n);
+    if (whole.extent(0) == 0) whole = HostBytes(Kokkos::view_alloc(Kokkos::WithoutInitializing, "DistAttn::host_staging"), cls);
     auto self = shared_from_this();
     return std::shared_ptr<HostBytes>(new HostBytes(Kokkos::subview(whole, std::make_pair(std::size_t(0), n))),
                                       [self, whole](HostBytes* p) {
@@ -86,6 +90,15 @@ class HostStagingPool : public std::enable_shared_from_this<HostStagingPool> {
   std::size_t free_buffers() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return free_.size();
+  }
+  /// The bytes a request of `n` bytes is served with: `n` rounded up to a
+  /// multiple of a quarter of its largest power of two (n itself below 8).
+  static std::size_t size_class(std::size_t n) {
+    if (n < 8) return n;
+    int top = 0;
+    while ((n >> (top + 1)) != 0) ++top;  // 2^top <= n < 2^(top+1)
+    const std::size_t step = std::size_t(1) << (top - 2);
+    return (n + step - 1) / step * step;
   }
 
  private:
