@@ -26,6 +26,7 @@ struct Options {
   Perf::MachineArgs machine;  // --schedule auto: the cost model's machine (tile table, links, shared cores)
   int auto_show   = 8;        // --schedule auto: how many ranked choices to print
   bool predict_only = false;  // --schedule auto: print the ranking, run nothing
+  bool fit = false;           // print the longest sequence that fits, run nothing
   int ulysses_groups = 0;     // ulysses: head groups the all-to-alls are pipelined over (0 = default)
   bool decompose = false;  // also time the schedule with transfers disabled (exposed communication)
   bool check_finite = false;  // executors scan their inputs for NaN/Inf on every pass
@@ -64,6 +65,9 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
       ->check(at_least(0));
   Perf::add_machine_options(app, o.machine, false);
   app.add_flag("--predict-only", o.predict_only, "auto: print the cost model's ranking and run nothing");
+  app.add_flag("--fit", o.fit,
+               "print the longest sequence (multiple of the schedule's unit) whose tensors and workspace fit in "
+               "every rank's free device memory or DISTATTN_MEMORY_LIMIT, from the memory plans; run nothing");
   app.add_option("--ulysses-groups", o.ulysses_groups,
                  "ulysses: head groups its all-to-alls are pipelined over (default 0: up to 4)")
       ->check(at_least(0));

@@ -7,6 +7,7 @@
 // handed in as an ExecutorRun.
 
 #include "driver_common.hpp"
+#include "fit.hpp"
 #include "progress.hpp"
 #include "report.hpp"
 
@@ -78,6 +79,8 @@ struct ExecutorRun {
   /// model): its label, and a function returning the failures on this rank.
   std::string after_label;
   std::function<int(const Stats& fwd, const Stats& bwd)> after;
+  /// --fit: the schedule's unit, rows and leanest workspace at any length.
+  FitModel fit;
 };
 
 namespace Impl {
@@ -104,6 +107,7 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   using Stats    = typename ExecutorRun<E>::Stats;
   int rank = 0;
   MPI_Comm_rank(mpi, &rank);
+  if (o.fit) return report_fit<T>(o, run.fit, mpi);
   const long N = o.seq, n = run.local_rows;
   // Before the allocation hook: Kokkos reports a tool as loaded once any callback is set.
   Progress progress(o.progress_s, rank == 0);
@@ -113,6 +117,7 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   DistAttn::Impl::AllocationCounter::install();
   DistAttn::Impl::AllocationCounter::reset();
   auto ex      = run.make(false);
+  // driver_tensor_bytes (fit.hpp) counts these for --fit.
   Tensor4<T, Mem> q("q", o.batch, n, o.heads, o.dim), k("k", o.batch, n, o.kv_heads, o.dim),
       v("v", o.batch, n, o.kv_heads, o.dim), out("o", o.batch, n, o.heads, o.dim),
       dout("do", o.batch, n, o.heads, o.dim), dq("dq", o.batch, n, o.heads, o.dim),
@@ -185,6 +190,9 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   if (!o.json.empty()) {
     Json mine{{"rank", rank}, {"forward", pass_json(sf)}};
     if (o.backward) mine["backward"] = pass_json(sb);
+    // Exact bytes beside the GiB columns (the --fit test compares them with the plans).
+    mine["peak_bytes"]     = DistAttn::Impl::AllocationCounter::all().peak;
+    mine["lib_peak_bytes"] = DistAttn::Impl::AllocationCounter::labelled().peak;
     for (std::size_t i = first_extra; i < names.size(); ++i) mine[names[i]] = row[i];
     result.doc["ranks"] = gather_json(mine, mpi);
   }

@@ -48,6 +48,11 @@ int run_hybrid_with(const Options& o, Communicator<CommSpace, Exec>& comm, const
     return h;
   };
   run.local_rows = c;
+  run.fit.unit    = unit;
+  run.fit.rows_at = [P](long S) { return S / P; };
+  run.fit.workspace_at = [&o, ho, P](long S) {
+    return FitWorkspace{Hyb::leanest_peak_bytes(P, o.batch, int(S / P), o.heads, o.kv_heads, o.dim, ho), 0};
+  };
   run.position   = [&timed](int r, long i) { return long(timed->position(r, i)); };
   run.describe   = [&] {
     std::printf("# comm %s\n", std::is_same<CommSpace, MpiSpace>::value ? "MPI" : "NCCL");

@@ -33,6 +33,13 @@ int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, cons
     return std::make_unique<Uly>(comm, compute, o.batch, c, o.heads, o.kv_heads, o.dim, x);
   };
   run.local_rows = c;
+  run.fit.unit    = P;
+  run.fit.rows_at = [P](long S) { return (S + P - 1) / P; };
+  run.fit.workspace_at = [&o, P](long S) {
+    return FitWorkspace{
+        Uly::memory_plan(P, o.batch, int((S + P - 1) / P), o.heads, o.kv_heads, o.dim, o.ulysses_groups).peak_bytes(),
+        0};
+  };
   run.position   = [layout](int r, long i) { return long(layout.position(r, i)); };
   run.pieces.emplace_back(0, c, layout.piece(rank, 0));
   run.describe = [&] {

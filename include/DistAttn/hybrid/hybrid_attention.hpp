@@ -127,11 +127,8 @@ class HybridAttention {
                                    std::int64_t(world.size()) * chunk, Hl, Hkl, head_dim, go);
     } else {
       RingOptions ro;
-      ro.kind = opts.inner == HybridInner::Vanilla ? RingKind::Vanilla
-                : opts.inner == HybridInner::Balanced ? RingKind::Balanced
-                                                      : RingKind::Zigzag;
       inner_opts(ro);
-      ring_opts_ = ro;
+      ro.kind = ring_kind(opts.inner);
       ring_ = std::make_unique<Ring>(*seq_comm_, compute, batch, inner_chunk, Hl, Hkl, head_dim, ro);
     }
   }
@@ -148,6 +145,48 @@ class HybridAttention {
     return p;
   }
   MemoryPlan head_exchange_plan() const { return x_.memory_plan(); }
+  /// For P ranks and these extents, the inner executor's smallest plan (over the
+  /// kv heads per pass automatic head chunking may choose, or opts.head_group when
+  /// set; one head per pass is not always least, as a chunked pass copies its
+  /// heads' slices), and the least the executor can hold per rank: the head
+  /// exchange's peak plus that plan's.
+  static MemoryPlan smallest_inner_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
+                                        const HybridOptions& opts = {}) {
+    const int U = hybrid_ulysses_degree(P, heads, kv_heads, opts.ulysses_degree), S = P / U;
+    const UlyssesHeads h(U, heads, kv_heads);
+    const int Hl = h.local_heads(), Hkl = h.local_kv_heads();
+    auto plan = [&](int group) {
+      if (opts.inner == HybridInner::Grid2DNO || opts.inner == HybridInner::Grid2DO) {
+        Grid2DOptions go;
+        go.variant    = opts.inner == HybridInner::Grid2DNO ? Grid2DVariant::NO : Grid2DVariant::O;
+        go.causal     = opts.causal;
+        go.head_group = group;
+        const GridShape g = choose_grid_shape(S, Hl, Hkl, GridShape{opts.grid_rows, opts.grid_cols});
+        return A2D::memory_plan(g.rows, g.cols, batch, std::int64_t(P) * chunk, Hl, Hkl, head_dim, go);
+      }
+      RingOptions ro;
+      ro.kind       = ring_kind(opts.inner);
+      ro.causal     = opts.causal;
+      ro.head_group = group;
+      return Ring::memory_plan(S, batch, U * chunk, Hl, Hkl, head_dim, ro);
+    };
+    if (opts.head_group > 0) return plan(opts.head_group);
+    MemoryPlan least = plan(Hkl);
+    for (int g = 1; g < Hkl; ++g)
+      if (Hkl % g == 0) {
+        MemoryPlan p = plan(g);
+        if (p.peak_bytes() < least.peak_bytes()) least = std::move(p);
+      }
+    return least;
+  }
+  static std::size_t leanest_peak_bytes(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
+                                        const HybridOptions& opts = {}) {
+    const int U = hybrid_ulysses_degree(P, heads, kv_heads, opts.ulysses_degree);
+    const std::size_t mine = Impl::HeadExchange<T, CommSpace, Exec>::memory_plan(
+                                 batch, chunk, UlyssesHeads(U, heads, kv_heads), head_dim, kUse)
+                                 .peak_bytes();
+    return mine + smallest_inner_plan(P, batch, chunk, heads, kv_heads, head_dim, opts).peak_bytes();
+  }
   /// The inner executor's plan (all heads per pass unless its head_group says otherwise).
   MemoryPlan inner_plan() const { return a2d_ ? a2d_->memory_plan() : ring_->memory_plan(); }
   std::size_t held_bytes() const { return x_.held_bytes() + (a2d_ ? a2d_->held_bytes() : ring_->held_bytes()); }
@@ -160,7 +199,7 @@ class HybridAttention {
   /// rank s, whose layout is the inner kind's over S ranks of U c tokens.
   TokenLayout token_layout(int w) const {
     TokenLayout t;
-    t.kind       = is_grid2d() ? TokenLayout::Kind::Cyclic : token_layout_kind(ring_kind());
+    t.kind       = is_grid2d() ? TokenLayout::Kind::Cyclic : token_layout_kind(ring_kind(opts_.inner));
     t.rank       = w / U_;
     t.size       = S_;
     t.chunk      = U_ * c_;
@@ -235,10 +274,10 @@ class HybridAttention {
     return std::make_unique<Comm>(std::move(*c));
   }
   bool is_grid2d() const { return opts_.inner == HybridInner::Grid2DNO || opts_.inner == HybridInner::Grid2DO; }
-  RingKind ring_kind() const {
-    return opts_.inner == HybridInner::Vanilla ? RingKind::Vanilla
-           : opts_.inner == HybridInner::Balanced ? RingKind::Balanced
-                                                  : RingKind::Zigzag;
+  static RingKind ring_kind(HybridInner inner) {
+    return inner == HybridInner::Vanilla ? RingKind::Vanilla
+           : inner == HybridInner::Balanced ? RingKind::Balanced
+                                            : RingKind::Zigzag;
   }
   /// The inner executor shares our options; the hybrid's entry already checked the
   /// inputs, and the inner executor may use what the head exchange leaves of the limit.
@@ -249,14 +288,8 @@ class HybridAttention {
     const std::size_t mine  = x_.memory_plan().peak_bytes();
     if (limit != 0) x.memory_limit_bytes = limit > mine ? limit - mine : 1;
   }
-  /// The inner executor's smallest plan: one kv head per pass for a ring whose
-  /// head group is automatic.
-  MemoryPlan smallest_inner_plan() const {
-    if (a2d_) return a2d_->memory_plan();
-    RingOptions o = ring_opts_;
-    if (o.head_group == 0) o.head_group = 1;
-    return Ring::memory_plan(S_, B_, U_ * c_, x_.heads().local_heads(), x_.heads().local_kv_heads(), D_, o);
-  }
+  /// The inner executor's smallest plan: one kv head per pass where its head group is automatic.
+  MemoryPlan smallest_inner_plan() const { return smallest_inner_plan(world_.size(), B_, c_, H_, Hkv_, D_, opts_); }
   /// Inside the world's entry agreement: the head exchange's peak (what inner_opts
   /// leaves the inner executor is reckoned from it) and the inner executor's
   /// smallest pass together must fit, so that no head group fails alone.
@@ -303,7 +336,6 @@ class HybridAttention {
   Impl::HeadExchange<T, CommSpace, Exec> x_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::SavedInputs saved_;
-  RingOptions ring_opts_;
   std::unique_ptr<Ring> ring_;
   std::unique_ptr<A2D> a2d_;
 };
