@@ -113,8 +113,10 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   Progress progress(o.progress_s, rank == 0);
   // Peak memory per rank: every Kokkos allocation from here through the first
   // forward and backward (inputs, outputs, the executor's workspace), through the
-  // allocation hook.
-  DistAttn::Impl::AllocationCounter::install();
+  // allocation hook. The library's own count is of its device buffers: the MPI
+  // transport's host staging and the entry agreement's host mirrors take no
+  // device memory (on host builds the two spaces are one).
+  DistAttn::Impl::AllocationCounter::install("DistAttn::", Mem::name());
   DistAttn::Impl::AllocationCounter::reset();
   auto ex      = run.make(false);
   // driver_tensor_bytes (fit.hpp) counts these for --fit.
