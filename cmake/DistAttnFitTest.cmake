@@ -6,17 +6,14 @@
 # planned workspace plus the entry agreement's small buffers (at most 4 KiB), and
 # the need at S must be within LIMIT while the next length's is not.
 # Variables: MPIEXEC, NP_FLAG, PREFLAGS (;-list), POSTFLAGS, DRIVER, DRIVER_ARGS (;-list), WORK_DIR, LIMIT.
+include(${CMAKE_CURRENT_LIST_DIR}/DistAttnScriptRun.cmake)
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(_shape --heads 4 --kv-heads 2 --dim 32)
 foreach(sched IN ITEMS zigzag balanced grid2d-o ulysses hybrid)
-  execute_process(
-    COMMAND ${CMAKE_COMMAND} -E env DISTATTN_MEMORY_LIMIT=${LIMIT}
-            ${MPIEXEC} ${NP_FLAG} 2 ${PREFLAGS} ${DRIVER} ${POSTFLAGS} --schedule ${sched} ${_shape} --fit ${DRIVER_ARGS}
-    RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
-  if(NOT _rc EQUAL 0)
-    message(FATAL_ERROR "${sched}: distattn-run --fit failed (${_rc}):\n${_out}\n${_err}")
-  endif()
+  distattn_run_checked("${sched}: distattn-run --fit" _out
+    ${CMAKE_COMMAND} -E env DISTATTN_MEMORY_LIMIT=${LIMIT}
+    ${MPIEXEC} ${NP_FLAG} 2 ${PREFLAGS} ${DRIVER} ${POSTFLAGS} --schedule ${sched} ${_shape} --fit ${DRIVER_ARGS})
   if(NOT _out MATCHES "longest sequence ([0-9]+) tokens \\(multiple of [0-9]+\\); rank 0 needs ([0-9]+) bytes \\(.*tensors ([0-9.]+), workspace [0-9.]+\\); [0-9]+ tokens would need ([0-9]+) bytes")
     message(FATAL_ERROR "${sched}: no fit line:\n${_out}")
   endif()
@@ -31,13 +28,9 @@ foreach(sched IN ITEMS zigzag balanced grid2d-o ulysses hybrid)
     set(_group --head-group ${CMAKE_MATCH_1})
   endif()
   set(_json "${WORK_DIR}/${sched}.json")
-  execute_process(
-    COMMAND ${MPIEXEC} ${NP_FLAG} 2 ${PREFLAGS} ${DRIVER} ${POSTFLAGS} --schedule ${sched} ${_shape} --seq ${_seq}
-            ${_group} -w 0 -n 1 --json ${_json} ${DRIVER_ARGS}
-    RESULT_VARIABLE _rc OUTPUT_VARIABLE _run ERROR_VARIABLE _err)
-  if(NOT _rc EQUAL 0)
-    message(FATAL_ERROR "${sched}: the run at S=${_seq} failed (${_rc}):\n${_run}\n${_err}")
-  endif()
+  distattn_run_checked("${sched}: the run at S=${_seq}" _run
+    ${MPIEXEC} ${NP_FLAG} 2 ${PREFLAGS} ${DRIVER} ${POSTFLAGS} --schedule ${sched} ${_shape} --seq ${_seq}
+    ${_group} -w 0 -n 1 --json ${_json} ${DRIVER_ARGS})
   # The run's own allocations against the workspace the fit planned.
   file(READ "${_json}" _doc)
   string(JSON _lib GET "${_doc}" ranks 0 lib_peak_bytes)

@@ -4,18 +4,15 @@
 # exits through the plot script's status 77 (skipped) when matplotlib is missing.
 # Variables: MPIEXEC, NP_FLAG, PREFLAGS (;-list), POSTFLAGS, DRIVER, DRIVER_ARGS (;-list), PYTHON, SCRIPT,
 # WORK_DIR.
+include(${CMAKE_CURRENT_LIST_DIR}/DistAttnScriptRun.cmake)
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 set(_files "")
 foreach(np IN ITEMS 1 2)
   set(_json "${WORK_DIR}/balanced_np${np}.json")
-  execute_process(
-    COMMAND ${MPIEXEC} ${NP_FLAG} ${np} ${PREFLAGS} ${DRIVER} ${POSTFLAGS} --schedule balanced --seq 256 --heads 2
-            --kv-heads 1 --dim 32 -w 1 -n 3 --json ${_json} ${DRIVER_ARGS}
-    RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
-  if(NOT _rc EQUAL 0)
-    message(FATAL_ERROR "distattn-run on ${np} ranks failed (${_rc}):\n${_out}\n${_err}")
-  endif()
+  distattn_run_checked("distattn-run on ${np} ranks" _out
+    ${MPIEXEC} ${NP_FLAG} ${np} ${PREFLAGS} ${DRIVER} ${POSTFLAGS} --schedule balanced --seq 256 --heads 2
+    --kv-heads 1 --dim 32 -w 1 -n 3 --json ${_json} ${DRIVER_ARGS})
   if(NOT _out MATCHES "# verdict: PASS")
     message(FATAL_ERROR "distattn-run on ${np} ranks printed no PASS verdict:\n${_out}")
   endif()
