@@ -17,7 +17,10 @@ namespace DistAttn::Driver {
 
 template <class T>
 int run_typed(const Options& o, MPI_Comm comm) {
-  if (o.schedule == "local") return run_local<T>(o, comm);
+  if (o.schedule == "local") {
+    if (o.fit) throw InvalidArgument("--fit: --schedule local has no memory plan; choose a distributed schedule");
+    return run_local<T>(o, comm);
+  }
   if (o.schedule == "ring" || o.schedule == "balanced" || o.schedule == "zigzag") return run_ring<T>(o, comm);
   if (o.schedule == "ulysses") return run_ulysses<T>(o, comm);
   if (o.schedule == "hybrid") return run_hybrid<T>(o, comm);

@@ -5,7 +5,7 @@
 // free device memory or DISTATTN_MEMORY_LIMIT. Nothing is allocated, so the
 // answer comes in seconds where trying a length takes minutes.
 
-#include "driver_options.hpp"
+#include "driver_common.hpp"
 
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/core/error.hpp>
@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <limits>
 
 namespace DistAttn::Driver {
 
@@ -39,16 +40,12 @@ struct FitModel {
   std::function<FitWorkspace(long S)> workspace_at;
 };
 
-/// The least of `peak(g)` over the kv heads per pass g an executor may choose: the
-/// divisors of `kv_heads`, or `requested` alone when non-zero. Not always g = 1:
-/// a chunked pass copies its heads' slices, which all heads at once do not need.
-template <class Peak>
-FitWorkspace least_over_head_groups(int kv_heads, int requested, Peak&& peak) {
-  if (requested > 0) return {peak(requested), requested};
-  FitWorkspace least{peak(kv_heads), kv_heads};
-  for (int g = 1; g < kv_heads; ++g)
-    if (kv_heads % g == 0 && peak(g) < least.bytes) least = {peak(g), g};
-  return least;
+/// The leanest of an executor's plans over its kv heads per pass (`plan_for(g)`;
+/// `requested` alone when non-zero), as a FitWorkspace.
+template <class PlanFor>
+FitWorkspace leanest_workspace(int kv_heads, int requested, PlanFor&& plan_for) {
+  const auto [g, plan] = DistAttn::Impl::leanest_head_group(kv_heads, requested, plan_for);
+  return {plan.peak_bytes(), g};
 }
 
 /// Bytes of the driver's tensors on a rank of `n` rows: q, k, v, o, dO, dq, dk, dv
@@ -66,7 +63,6 @@ template <class T>
 int report_fit(const Options& o, const FitModel& m, MPI_Comm mpi) {
   int rank = 0;
   MPI_Comm_rank(mpi, &rank);
-  using Mem                 = Kokkos::DefaultExecutionSpace::memory_space;
   const std::size_t usable  = DistAttn::Impl::usable_bytes<Mem>(0, 0);
   const bool known          = usable != compat::kUnknownFreeMemory;
   int all_known             = known ? 1 : 0;
@@ -80,21 +76,23 @@ int report_fit(const Options& o, const FitModel& m, MPI_Comm mpi) {
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, mpi);
     return ok == 1;
   };
-  // Doubling, then bisection over multiples of the unit; need grows with S.
+  // Doubling, then bisection over multiples of the unit; need grows with S. The
+  // executors take int extents, so the search stops below 2^31 tokens.
+  const long cap = long(std::numeric_limits<int>::max()) / m.unit * m.unit;
   long lo = 0, hi = m.unit;
-  constexpr long kMax = 1L << 40;
-  while (hi < kMax && fits(hi)) lo = hi, hi *= 2;
+  while (hi <= cap && fits(hi)) lo = hi, hi *= 2;
+  hi = std::min(hi, cap + m.unit);  // past the search: taken as not fitting, never evaluated
   while (hi - lo > m.unit) {
     const long mid = (lo + hi) / 2 / m.unit * m.unit;
     if (mid <= lo) break;
     (fits(mid) ? lo : hi) = mid;
   }
-  std::size_t least = usable;
-  MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_UNSIGNED_LONG, MPI_MIN, mpi);
+  std::uint64_t least = usable;
+  MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_UINT64_T, MPI_MIN, mpi);
   if (rank == 0) {
     const double GiB = double(1ull << 30);
-    std::printf("# fit %s: usable memory per rank (least of the ranks) %.3f GiB (%zu bytes)\n", o.schedule.c_str(),
-                double(least) / GiB, least);
+    std::printf("# fit %s: usable memory per rank (least of the ranks) %.3f GiB (%llu bytes)\n", o.schedule.c_str(),
+                double(least) / GiB, static_cast<unsigned long long>(least));
     if (lo == 0) {
       std::printf("# fit %s: no sequence fits: %ld tokens need %zu bytes per rank\n", o.schedule.c_str(), m.unit,
                   need(m.unit));
@@ -102,9 +100,12 @@ int report_fit(const Options& o, const FitModel& m, MPI_Comm mpi) {
       const std::size_t at = need(lo), tensors = driver_tensor_bytes<T>(o, m.rows_at(lo));
       const FitWorkspace ws = m.workspace_at(lo);
       std::printf("# fit %s: longest sequence %ld tokens (multiple of %ld); rank 0 needs %zu bytes (%.3f GiB: "
-                  "tensors %.3f, workspace %.3f); %ld tokens would need %zu bytes\n",
-                  o.schedule.c_str(), lo, m.unit, at, double(at) / GiB, double(tensors) / GiB,
-                  double(ws.bytes) / GiB, lo + m.unit, need(lo + m.unit));
+                  "tensors %.3f, workspace %.3f); ",
+                  o.schedule.c_str(), lo, m.unit, at, double(at) / GiB, double(tensors) / GiB, double(ws.bytes) / GiB);
+      if (lo < cap)
+        std::printf("%ld tokens would need %zu bytes\n", lo + m.unit, need(lo + m.unit));
+      else
+        std::printf("the search stops there (the executors' extents are int)\n");
       std::printf("# fit %s: workspace_bytes %zu\n", o.schedule.c_str(), ws.bytes);
       if (ws.kv_heads_per_pass > 0)
         std::printf("# fit %s: with %d of %d kv heads per pass (--head-group %d)\n", o.schedule.c_str(),

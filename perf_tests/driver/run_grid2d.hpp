@@ -66,10 +66,10 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
   run.fit.rows_at = [P](long S) { return S / P; };
   run.fit.workspace_at = [&o, go, req, P](long S) {
     const GridShape shape = req.rows > 0 && req.cols > 0 ? req : choose_grid_shape(P, o.heads, o.kv_heads, req);
-    return least_over_head_groups(o.kv_heads, go.head_group, [&](int g) {
+    return leanest_workspace(o.kv_heads, go.head_group, [&](int g) {
       Grid2DOptions x = go;
       x.head_group    = g;
-      return A2D::memory_plan(shape.rows, shape.cols, o.batch, S, o.heads, o.kv_heads, o.dim, x).peak_bytes();
+      return A2D::memory_plan(shape.rows, shape.cols, o.batch, S, o.heads, o.kv_heads, o.dim, x);
     });
   };
   run.position   = [P](int r, long i) { return long(r) + long(P) * i; };

@@ -104,10 +104,10 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   run.fit.unit   = zz ? 2L * P : long(P);
   run.fit.rows_at = [P, zz](long S) { return zz ? 2 * ((S + 2 * P - 1) / (2 * P)) : (S + P - 1) / P; };
   run.fit.workspace_at = [&o, &run, ro, P](long S) {
-    return least_over_head_groups(o.kv_heads, ro.head_group, [&](int g) {
+    return leanest_workspace(o.kv_heads, ro.head_group, [&](int g) {
       RingOptions x = ro;
       x.head_group  = g;
-      return Ring::memory_plan(P, o.batch, int(run.fit.rows_at(S)), o.heads, o.kv_heads, o.dim, x).peak_bytes();
+      return Ring::memory_plan(P, o.batch, int(run.fit.rows_at(S)), o.heads, o.kv_heads, o.dim, x);
     });
   };
   run.position   = [layout](int r, long i) { return long(layout.position(r, i)); };

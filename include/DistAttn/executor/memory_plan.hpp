@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace DistAttn {
@@ -135,6 +136,22 @@ void check_growth_fits(const char* where, const char* pass, const MemoryLayout& 
   if (layout.total() <= held) return;
   check_fits(where, pass, layout.total(), usable_bytes<Mem>(held, limit), double(layout.total()) / double(tokens),
              granule, ranks, layout);
+}
+
+/// The kv heads per pass, of those head chunking may choose (the divisors of
+/// `kv_heads`; `requested` alone when > 0), whose plan `plan_for(g)` has the least
+/// peak, and that plan. Not always one head: a chunked pass copies its heads'
+/// slices, which all heads at once read in place.
+template <class PlanFor>
+std::pair<int, MemoryPlan> leanest_head_group(int kv_heads, int requested, PlanFor&& plan_for) {
+  if (requested > 0) return {requested, plan_for(requested)};
+  std::pair<int, MemoryPlan> least{kv_heads, plan_for(kv_heads)};
+  for (int g = 1; g < kv_heads; ++g)
+    if (kv_heads % g == 0) {
+      MemoryPlan p = plan_for(g);
+      if (p.peak_bytes() < least.second.peak_bytes()) least = {g, std::move(p)};
+    }
+  return least;
 }
 
 /// Head chunking (ExecutorOptions::head_group), inside an entry agreement: the

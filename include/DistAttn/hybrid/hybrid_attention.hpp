@@ -121,7 +121,7 @@ class HybridAttention {
     const int inner_chunk = U_ * chunk;
     if (is_grid2d()) {
       Grid2DOptions go;
-      go.variant = opts.inner == HybridInner::Grid2DNO ? Grid2DVariant::NO : Grid2DVariant::O;
+      go.variant = grid2d_variant(opts.inner);
       inner_opts(go);
       a2d_ = std::make_unique<A2D>(*seq_comm_, opts.grid_rows, opts.grid_cols, compute, batch,
                                    std::int64_t(world.size()) * chunk, Hl, Hkl, head_dim, go);
@@ -146,19 +146,17 @@ class HybridAttention {
   }
   MemoryPlan head_exchange_plan() const { return x_.memory_plan(); }
   /// For P ranks and these extents, the inner executor's smallest plan (over the
-  /// kv heads per pass automatic head chunking may choose, or opts.head_group when
-  /// set; one head per pass is not always least, as a chunked pass copies its
-  /// heads' slices), and the least the executor can hold per rank: the head
-  /// exchange's peak plus that plan's.
+  /// kv heads per pass head chunking may choose: Impl::leanest_head_group), and
+  /// the least the executor can hold per rank: the head exchange's peak plus that plan's.
   static MemoryPlan smallest_inner_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
                                         const HybridOptions& opts = {}) {
     const int U = hybrid_ulysses_degree(P, heads, kv_heads, opts.ulysses_degree), S = P / U;
     const UlyssesHeads h(U, heads, kv_heads);
     const int Hl = h.local_heads(), Hkl = h.local_kv_heads();
     auto plan = [&](int group) {
-      if (opts.inner == HybridInner::Grid2DNO || opts.inner == HybridInner::Grid2DO) {
+      if (is_grid2d(opts.inner)) {
         Grid2DOptions go;
-        go.variant    = opts.inner == HybridInner::Grid2DNO ? Grid2DVariant::NO : Grid2DVariant::O;
+        go.variant    = grid2d_variant(opts.inner);
         go.causal     = opts.causal;
         go.head_group = group;
         const GridShape g = choose_grid_shape(S, Hl, Hkl, GridShape{opts.grid_rows, opts.grid_cols});
@@ -170,14 +168,7 @@ class HybridAttention {
       ro.head_group = group;
       return Ring::memory_plan(S, batch, U * chunk, Hl, Hkl, head_dim, ro);
     };
-    if (opts.head_group > 0) return plan(opts.head_group);
-    MemoryPlan least = plan(Hkl);
-    for (int g = 1; g < Hkl; ++g)
-      if (Hkl % g == 0) {
-        MemoryPlan p = plan(g);
-        if (p.peak_bytes() < least.peak_bytes()) least = std::move(p);
-      }
-    return least;
+    return Impl::leanest_head_group(Hkl, opts.head_group, plan).second;
   }
   static std::size_t leanest_peak_bytes(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
                                         const HybridOptions& opts = {}) {
@@ -273,7 +264,11 @@ class HybridAttention {
     DISTATTN_REQUIRE(c.has_value(), "DistAttn::HybridAttention", "communicator split returned no group");
     return std::make_unique<Comm>(std::move(*c));
   }
-  bool is_grid2d() const { return opts_.inner == HybridInner::Grid2DNO || opts_.inner == HybridInner::Grid2DO; }
+  bool is_grid2d() const { return is_grid2d(opts_.inner); }
+  static bool is_grid2d(HybridInner inner) { return inner == HybridInner::Grid2DNO || inner == HybridInner::Grid2DO; }
+  static Grid2DVariant grid2d_variant(HybridInner inner) {
+    return inner == HybridInner::Grid2DNO ? Grid2DVariant::NO : Grid2DVariant::O;
+  }
   static RingKind ring_kind(HybridInner inner) {
     return inner == HybridInner::Vanilla ? RingKind::Vanilla
            : inner == HybridInner::Balanced ? RingKind::Balanced
@@ -288,7 +283,7 @@ class HybridAttention {
     const std::size_t mine  = x_.memory_plan().peak_bytes();
     if (limit != 0) x.memory_limit_bytes = limit > mine ? limit - mine : 1;
   }
-  /// The inner executor's smallest plan: one kv head per pass where its head group is automatic.
+  /// The inner executor's smallest plan for this executor's extents.
   MemoryPlan smallest_inner_plan() const { return smallest_inner_plan(world_.size(), B_, c_, H_, Hkv_, D_, opts_); }
   /// Inside the world's entry agreement: the head exchange's peak (what inner_opts
   /// leaves the inner executor is reckoned from it) and the inner executor's
