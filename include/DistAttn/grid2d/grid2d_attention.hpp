@@ -637,7 +637,7 @@ class Grid2DAttention {
     });
     // Alg. 3 line 7 (corrected: dQ_g): rank-ordered shards, library reduce-scatter.
     if (C_ > 1) {
-      Impl::deinterleave_rows(compute_, buf_.dqg, 0, C_, C_, buf_.rawdq.data(), sq, false, "DistAttn::grid2d.shard_dq");
+      Impl::deinterleave_rows(compute_, buf_.dqg, 0, C_, C_, buf_.rawdq.data(), sq, "DistAttn::grid2d.shard_dq");
       post_reduce_scatter(reqs, Grid2DPhase::RowReduceScatter, buf_.rawdq, buf_.dq);
     } else {
       Kokkos::deep_copy(compute_, buf_.dq, buf_.dqg);
@@ -645,8 +645,8 @@ class Grid2DAttention {
     // Alg. 3 line 8 (corrected: dK_g, dV_g): block j = [dK_t(j, c) | dV_t(j, c)].
     if (R_ > 1) {
       const std::size_t skv = kv_words();
-      Impl::deinterleave_rows(compute_, buf_.dkvg.a, 0, R_, R_, buf_.rawdkv.data(), 2 * skv, false, "DistAttn::grid2d.shard_dk");
-      Impl::deinterleave_rows(compute_, buf_.dkvg.b, 0, R_, R_, buf_.rawdkv.data() + skv, 2 * skv, false,
+      Impl::deinterleave_rows(compute_, buf_.dkvg.a, 0, R_, R_, buf_.rawdkv.data(), 2 * skv, "DistAttn::grid2d.shard_dk");
+      Impl::deinterleave_rows(compute_, buf_.dkvg.b, 0, R_, R_, buf_.rawdkv.data() + skv, 2 * skv,
                               "DistAttn::grid2d.shard_dv");
       post_reduce_scatter(reqs, Grid2DPhase::ColReduceScatter, buf_.rawdkv, buf_.dkvt.flat);
     }
@@ -779,8 +779,8 @@ class Grid2DAttention {
 
   /// dst <- rows of grid row `krow` of dKg/dVg (contiguous copy).
   void take_dkv_block(int krow, const Impl::FlatPair4<Acc, Mem>& dst) {
-    Impl::deinterleave_rows(compute_, buf_.dkvg.a, krow, 1, R_, dst.a.data(), 0, false, "DistAttn::grid2d.take_dk_block");
-    Impl::deinterleave_rows(compute_, buf_.dkvg.b, krow, 1, R_, dst.b.data(), 0, false, "DistAttn::grid2d.take_dv_block");
+    Impl::deinterleave_rows(compute_, buf_.dkvg.a, krow, 1, R_, dst.a.data(), 0, "DistAttn::grid2d.take_dk_block");
+    Impl::deinterleave_rows(compute_, buf_.dkvg.b, krow, 1, R_, dst.b.data(), 0, "DistAttn::grid2d.take_dv_block");
   }
 
   // ---- workspace (executor/memory_plan.hpp) ----------------------------------------

@@ -6,6 +6,7 @@
 
 #include <DistAttn/comm.hpp>
 #include <DistAttn/core/error.hpp>
+#include <DistAttn/impl/row_copy.hpp>
 
 #include <cstddef>
 
@@ -32,6 +33,18 @@ constexpr int token_axis() {
   return int(V::rank) == 4 ? 1 : 2;
 }
 
+/// Block row r of a rank-4 cyclic (un)pack ([P][B][m][X] rows of D): the tensor
+/// row row_of(peer, k) (-1: padding).
+template <class RowOf>
+struct CyclicRows {
+  RowOf row_of;
+  long B, m, X, D;
+  KOKKOS_INLINE_FUNCTION RowPair operator()(long r) const {
+    const long x = r % X, k = (r / X) % m, b = (r / (X * m)) % B, peer = r / (X * m * B);
+    return {std::size_t(r * D), b, row_of(peer, k), x};
+  }
+};
+
 /// Packs `src` into `buf` blocks: block `peer` row k <- src row src_row(peer, k),
 /// rows k >= count(peer) zero. Rank-4: block = [B][m][X][D]; rank-3: [B][H][m].
 template <class Exec, class SrcV, class Buf, class RowOf>
@@ -39,13 +52,7 @@ void cyclic_pack(const Exec& exec, const SrcV& src, const Buf& buf, long m, long
   using T = typename Buf::non_const_value_type;
   if constexpr (int(SrcV::rank) == 4) {
     const long B = long(src.extent(0)), X = long(src.extent(2)), D = long(src.extent(3));
-    Kokkos::parallel_for(
-        "DistAttn::cyclic_pack", Kokkos::RangePolicy<Exec>(exec, 0, P * B * m * X), KOKKOS_LAMBDA(long idx) {
-          const long x = idx % X, k = (idx / X) % m, b = (idx / (X * m)) % B, peer = idx / (X * m * B);
-          const long row = row_of(peer, k);
-          T* o           = buf.data() + ((((peer * B + b) * m + k) * X) + x) * D;
-          for (long d = 0; d < D; ++d) o[d] = row >= 0 ? T(src(b, row, x, d)) : T(0);
-        });
+    move_rows<true>(exec, "DistAttn::cyclic_pack", P * B * m * X, src, buf, CyclicRows<RowOf>{row_of, B, m, X, D});
   } else {
     const long B = long(src.extent(0)), H = long(src.extent(1));
     Kokkos::parallel_for(
@@ -67,14 +74,7 @@ void cyclic_unpack(const Exec& exec, const Buf& buf, const DstV& dst, long m, lo
   using DT = typename DstV::non_const_value_type;
   if constexpr (int(DstV::rank) == 4) {
     const long B = long(dst.extent(0)), X = long(dst.extent(2)), D = long(dst.extent(3));
-    Kokkos::parallel_for(
-        "DistAttn::cyclic_unpack", Kokkos::RangePolicy<Exec>(exec, 0, P * B * m * X), KOKKOS_LAMBDA(long idx) {
-          const long x = idx % X, k = (idx / X) % m, b = (idx / (X * m)) % B, peer = idx / (X * m * B);
-          const long row = row_of(peer, k);
-          if (row < 0) return;
-          const auto* s = buf.data() + ((((peer * B + b) * m + k) * X) + x) * D;
-          for (long d = 0; d < D; ++d) dst(b, row, x, d) = DT(s[d]);
-        });
+    move_rows<false>(exec, "DistAttn::cyclic_unpack", P * B * m * X, dst, buf, CyclicRows<RowOf>{row_of, B, m, X, D});
   } else {
     const long B = long(dst.extent(0)), H = long(dst.extent(1));
     Kokkos::parallel_for(

@@ -17,6 +17,7 @@
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/impl/executor_inputs.hpp>
+#include <DistAttn/impl/row_copy.hpp>
 
 #include <cstddef>
 #include <string>
@@ -102,44 +103,37 @@ Strided4<T, Mem> row_block(const Tensor4<T, Mem>& g, int blk, int nb) {
   return Strided4<T, Mem>(g.data() + std::size_t(blk) * g.stride(1), ls);
 }
 
+/// Row r of contiguous [B, n, X, D] blocks k < count, block k at k*bs: row
+/// (first + k) + i*nb of a position-ordered tensor.
+struct InterleaveRows {
+  long bs, B, n, X, D, first, nb;
+  KOKKOS_INLINE_FUNCTION RowPair operator()(long r) const {
+    const long x = r % X, i = (r / X) % n, b = (r / (X * n)) % B, k = r / (X * n * B);
+    return {std::size_t(k * bs + ((b * n + i) * X + x) * D), b, (first + k) + i * nb, x};
+  }
+};
+
 /// Scatters blocks into a position-ordered tensor: for k < count, the contiguous
 /// [B, n, X, D] block at src + k*block_stride becomes rows (first + k) + i*nb of
 /// dst [B, nb*n, X, D] (n = dst.extent(1) / nb).
 template <class Exec, class S, class DstV>
 void interleave_rows(const Exec& exec, const S* src, std::size_t block_stride, int first, int count, int nb,
                      const DstV& dst, const char* label) {
-  using DT      = typename DstV::non_const_value_type;
-  const long B  = long(dst.extent(0)), X = long(dst.extent(2)), D = long(dst.extent(3));
-  const long n  = long(dst.extent(1)) / nb;
-  const long bs = long(block_stride);
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec>(exec, 0, long(count) * B * n * X), KOKKOS_LAMBDA(long idx) {
-        const long x = idx % X, i = (idx / X) % n, b = (idx / (X * n)) % B, k = idx / (X * n * B);
-        const S* s   = src + k * bs + ((b * n + i) * X + x) * D;
-        const long row = (first + k) + i * nb;
-        for (long d = 0; d < D; ++d) dst(b, row, x, d) = DT(s[d]);
-      });
+  const long B = long(dst.extent(0)), X = long(dst.extent(2)), D = long(dst.extent(3));
+  const long n = long(dst.extent(1)) / nb;
+  move_rows<false>(exec, label, long(count) * B * n * X, dst, FlatPtr<const S>{src},
+                   InterleaveRows{long(block_stride), B, n, X, D, long(first), long(nb)});
 }
 
 /// Inverse of interleave_rows: for k < count, rows (first + k) + i*nb of src
-/// [B, nb*n, X, D] go to the contiguous [B, n, X, D] block at dst + k*block_stride
-/// (added to it when `accumulate`).
+/// [B, nb*n, X, D] go to the contiguous [B, n, X, D] block at dst + k*block_stride.
 template <class Exec, class SrcV, class DT>
 void deinterleave_rows(const Exec& exec, const SrcV& src, int first, int count, int nb, DT* dst,
-                       std::size_t block_stride, bool accumulate, const char* label) {
-  const long B  = long(src.extent(0)), X = long(src.extent(2)), D = long(src.extent(3));
-  const long n  = long(src.extent(1)) / nb;
-  const long bs = long(block_stride);
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec>(exec, 0, long(count) * B * n * X), KOKKOS_LAMBDA(long idx) {
-        const long x = idx % X, i = (idx / X) % n, b = (idx / (X * n)) % B, k = idx / (X * n * B);
-        DT* o          = dst + k * bs + ((b * n + i) * X + x) * D;
-        const long row = (first + k) + i * nb;
-        if (accumulate)
-          for (long d = 0; d < D; ++d) o[d] += DT(src(b, row, x, d));
-        else
-          for (long d = 0; d < D; ++d) o[d] = DT(src(b, row, x, d));
-      });
+                       std::size_t block_stride, const char* label) {
+  const long B = long(src.extent(0)), X = long(src.extent(2)), D = long(src.extent(3));
+  const long n = long(src.extent(1)) / nb;
+  move_rows<true>(exec, label, long(count) * B * n * X, src, FlatPtr<DT>{dst},
+                  InterleaveRows{long(block_stride), B, n, X, D, long(first), long(nb)});
 }
 
 /// Row statistics version of interleave_rows: block k is [B, H, n] at
@@ -179,7 +173,7 @@ void deinterleave_stats(const Exec& exec, const SrcV& src, int first, int count,
 template <class Exec, class Acc, class Mem>
 void get_state_block(const Exec& exec, const AttnState<Acc, Mem>& src, int blk, int nb,
                      const AttnState<Acc, Mem>& dst) {
-  deinterleave_rows(exec, src.acc, blk, 1, nb, dst.acc.data(), 0, false, "DistAttn::grid2d.get_state_block.acc");
+  deinterleave_rows(exec, src.acc, blk, 1, nb, dst.acc.data(), 0, "DistAttn::grid2d.get_state_block.acc");
   deinterleave_stats(exec, src.m, blk, 1, nb, dst.m.data(), 0, "DistAttn::grid2d.get_state_block.m");
   deinterleave_stats(exec, src.l, blk, 1, nb, dst.l.data(), 0, "DistAttn::grid2d.get_state_block.l");
 }

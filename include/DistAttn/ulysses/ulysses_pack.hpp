@@ -11,6 +11,7 @@
 /// "token" functions between a head-side tensor and per-rank token blocks.
 
 #include <DistAttn/core/types.hpp>
+#include <DistAttn/impl/row_copy.hpp>
 #include <DistAttn/ulysses/ulysses_types.hpp>
 
 #include <cstddef>
@@ -45,71 +46,82 @@ struct HeadMap {
   }
 };
 
+/// Block row r of the head blocks: block g carries heads first(g) .. of every
+/// (b, token) of a sequence-side tensor [B, n, total, D].
+struct HeadRows {
+  BlockSlot s;
+  HeadMap m;
+  long B, n, L, D;
+  KOKKOS_INLINE_FUNCTION RowPair operator()(long r) const {
+    const long hl = r % L, j = (r / L) % n, b = (r / (L * n)) % B, g = r / (L * n * B);
+    return {std::size_t(g) * s.block + s.offset + std::size_t(((b * n + j) * L + hl) * D), b, j,
+            m.first(int(g)) + hl};
+  }
+};
+
 /// buf[g] <- heads first(g) .. of x ([B, n, total, D], any layout), for every g.
 template <class Exec, class X, class Buf>
 void pack_heads(const Exec& exec, const X& x, const HeadMap& m, const Buf& buf, BlockSlot s, const char* label) {
-  const long B = long(x.extent(0)), n = long(x.extent(1)), D = long(x.extent(3)), L = m.local;
-  using BT = typename Buf::non_const_value_type;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(m.ranks) * B * n * L * D),
-      KOKKOS_LAMBDA(long idx) {
-        const long d = idx % D, hl = (idx / D) % L, j = (idx / (D * L)) % n, b = (idx / (D * L * n)) % B,
-                   g = idx / (D * L * n * B);
-        buf(std::size_t(g) * s.block + s.offset + std::size_t(((b * n + j) * L + hl) * D + d)) =
-            BT(x(b, j, m.first(int(g)) + hl, d));
-      });
+  const long B = long(x.extent(0)), n = long(x.extent(1)), L = m.local, D = long(x.extent(3));
+  move_rows<true>(exec, label, long(m.ranks) * B * n * L, x, buf, HeadRows{s, m, B, n, L, D});
 }
+
+/// The blocks g0 .. g1 - 1 that carry head h of row (b, j): first(g) is monotone in g.
+struct HeadUnpackRow {
+  long b, j, h;
+  int g0, g1;
+};
 
 /// x ([B, n, total, D], any layout) <- the head blocks of every rank; a head that
 /// several blocks carry (replicated K/V heads) gets their sum, one that none
 /// carries (another pipeline group's) is left as it is.
+template <class Buf, class X>
+struct HeadUnpack {
+  Buf buf;
+  X x;
+  BlockSlot s;
+  HeadMap m;
+  long n, H, L, D;
+  KOKKOS_INLINE_FUNCTION HeadUnpackRow row(long r) const {
+    HeadUnpackRow w{0, 0, r % H, 0, 0};
+    w.j = (r / H) % n;
+    w.b = r / (H * n);
+    int g = 0;
+    while (g < m.ranks && m.first(g) + L <= w.h) ++g;
+    w.g0 = w.g1 = g;
+    while (w.g1 < m.ranks && m.first(w.g1) <= w.h) ++w.g1;
+    return w;
+  }
+  KOKKOS_INLINE_FUNCTION void operator()(const HeadUnpackRow& w, long d) const {
+    if (w.g0 == w.g1) return;
+    typename Buf::non_const_value_type sum = 0;
+    for (int g = w.g0; g < w.g1; ++g)
+      sum += buf(std::size_t(g) * s.block + s.offset + std::size_t(((w.b * n + w.j) * L + w.h - m.first(g)) * D + d));
+    x(w.b, w.j, w.h, d) = typename X::non_const_value_type(sum);
+  }
+};
 template <class Exec, class Buf, class X>
 void unpack_heads(const Exec& exec, const Buf& buf, BlockSlot s, const HeadMap& m, const X& x, const char* label) {
   const long B = long(x.extent(0)), n = long(x.extent(1)), H = long(x.extent(2)), D = long(x.extent(3));
-  const long L = m.local;
-  const int P  = m.ranks;
-  using XT     = typename X::non_const_value_type;
-  using BT     = typename Buf::non_const_value_type;
-  Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, B * n * H * D), KOKKOS_LAMBDA(long idx) {
-        const long d = idx % D, h = (idx / D) % H, j = (idx / (D * H)) % n, b = idx / (D * H * n);
-        BT sum   = 0;
-        bool hit = false;
-        for (int g = 0; g < P; ++g) {
-          const long hl = h - m.first(g);
-          if (hl < 0 || hl >= L) continue;
-          sum += buf(std::size_t(g) * s.block + s.offset + std::size_t(((b * n + j) * L + hl) * D + d));
-          hit = true;
-        }
-        if (hit) x(b, j, h, d) = XT(sum);
-      });
+  for_each_row(exec, label, B * n * H, D, HeadUnpack<Buf, X>{buf, x, s, m, n, H, long(m.local), D});
 }
 
-// The moves below go both ways (ToBuffer or back), so they are functors: a
-// device lambda may not capture a variable first inside `if constexpr`.
-
-/// buf[i] <- rows [i n, (i+1) n) of X ([B, P n, L, D]) for every i (ToBuffer), or the reverse.
-template <bool ToBuffer, class X, class Buf>
-struct TokenMove {
-  X x;
-  Buf buf;
+/// Block row r of the token blocks: block i carries rows [i n, (i+1) n) of a
+/// head-side tensor [B, P n, L, D].
+struct TokenRows {
   BlockSlot s;
   long B, n, L, D;
-  KOKKOS_INLINE_FUNCTION void operator()(long idx) const {
-    const long d = idx % D, hl = (idx / D) % L, j = (idx / (D * L)) % n, b = (idx / (D * L * n)) % B,
-               i = idx / (D * L * n * B);
-    const std::size_t e = std::size_t(i) * s.block + s.offset + std::size_t(((b * n + j) * L + hl) * D + d);
-    if constexpr (ToBuffer)
-      buf(e) = typename Buf::non_const_value_type(x(b, i * n + j, hl, d));
-    else
-      x(b, i * n + j, hl, d) = typename X::non_const_value_type(buf(e));
+  KOKKOS_INLINE_FUNCTION RowPair operator()(long r) const {
+    const long hl = r % L, j = (r / L) % n, b = (r / (L * n)) % B, i = r / (L * n * B);
+    return {std::size_t(i) * s.block + s.offset + std::size_t(((b * n + j) * L + hl) * D), b, i * n + j, hl};
   }
 };
+
+/// buf[i] <- rows [i n, (i+1) n) of X ([B, P n, L, D]) for every i (ToBuffer), or the reverse.
 template <bool ToBuffer, class Exec, class X, class Buf>
 void move_tokens(const Exec& exec, const X& x, const Buf& buf, BlockSlot s, int ranks, const char* label) {
   const long B = long(x.extent(0)), n = long(x.extent(1)) / ranks, L = long(x.extent(2)), D = long(x.extent(3));
-  Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, long(ranks) * B * n * L * D),
-                       TokenMove<ToBuffer, X, Buf>{x, buf, s, B, n, L, D});
+  move_rows<ToBuffer>(exec, label, long(ranks) * B * n * L, x, buf, TokenRows{s, B, n, L, D});
 }
 
 /// Statistics ([B, heads, rows]) between the sequence side's heads and per-rank blocks.
