@@ -9,8 +9,10 @@
 // (medians over -n runs) and fits  time = overhead + FLOPs / rate  through the
 // two points (FLOP convention of docs/PERFORMANCE.md; causal counts kept pairs).
 // If the fit gives a negative overhead, overhead = 0 and rate = the larger block's.
-// It also times attention_merge for the memory-bound passes (elementwise rate).
+// It also times attention_merge for the memory-bound passes (elementwise rate)
+// and a row reorder for the executors' packing and interleaving (copy rate).
 #include <DistAttn/DistAttn.hpp>
+#include <DistAttn/impl/grid2d_buffers.hpp>
 #include <DistAttn/schedule/causal_pairs.hpp>
 #include <DistAttn/schedule/tile_throughput.hpp>
 #include <DistAttn/testing/random_fill.hpp>
@@ -101,6 +103,22 @@ double merge_bytes_per_s(const Exec& exec, const Config& c) {
   return 3.0 * double(S) * H * (d + 2) * sizeof(Acc) / t;
 }
 
+/// The reorder rate: one of the executors' row copies (Impl::deinterleave_rows,
+/// a position-ordered tensor cut into two contiguous shards), bytes read +
+/// written per second.
+template <class T>
+double copy_bytes_per_s(const Exec& exec, const Config& c) {
+  using Mem = typename Exec::memory_space;
+  const int S = 4096, H = 8, d = 128;
+  const std::size_t shard = std::size_t(S) * H * d;
+  Tensor4<T, Mem> src("calibrate.copy_src", 1, 2 * S, H, d);
+  Kokkos::View<T*, Mem> dst("calibrate.copy_dst", 2 * shard);
+  const double t = median_seconds(exec, c, [&] {
+    Impl::deinterleave_rows(exec, src, 0, 2, 2, dst.data(), shard, "calibrate.copy");
+  });
+  return 2.0 * double(2 * shard) * sizeof(T) / t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,6 +162,7 @@ int main(int argc, char** argv) {
         else DISTATTN_REQUIRE(false, "cost_calibrate", "--dtypes: '" << dt << "' is not available in this build");
       }
     table.set_elementwise_bytes_per_s(merge_bytes_per_s<float>(exec, c));
+    table.set_copy_bytes_per_s(copy_bytes_per_s<float>(exec, c));
     std::ofstream f(outpath);
     DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
     f << "# DistAttn cost-model tile throughput, measured by perf_tests/cost_calibrate on "

@@ -36,6 +36,7 @@ TileThroughput test_tiles(const std::string& dtype = "bf16", int d = 64) {
   t.set({TileDirection::Backward, BlockKind::Full, dtype, d}, {2.5e11, 8e-6});
   t.set({TileDirection::Backward, BlockKind::Causal, dtype, d}, {2e11, 8e-6});
   t.set_elementwise_bytes_per_s(2e12);
+  t.set_copy_bytes_per_s(3e12);
   return t;
 }
 
@@ -229,6 +230,47 @@ TEST(CostModel, UlyssesPipelineFollowsThePostingOrder) {
   EXPECT_LT(p4.backward.exposed_seconds(), p1.backward.exposed_seconds());
 }
 
+// The reorders around Ulysses' all-to-alls (pack and unpack: each reads and
+// writes all P blocks) and Attention2D-NO's (gathered blocks into position
+// order, gradients cut into shards, the gathered accumulators zeroed) are
+// compute on the copy rate: what the model adds for them, worked from
+// the tensors each rank moves.
+TEST(CostModel, ReordersArePricedAtTheElementwiseRate) {
+  MachineModel m = test_machine();
+  m.intra = m.inter = Link{std::numeric_limits<double>::infinity(), 0.0};
+  MachineModel none = m;
+  none.tiles.set_copy_bytes_per_s(0);
+  const double r = m.tiles.copy_bytes_per_s();
+  const int P = 4, H = 16, Hkv = 8, d = 64;
+  const AttnProblem pr = problem(4096, H, Hkv, d);
+  const double io = 2, acc = 4, n = 4096.0 / P, L = H / P, Lk = Hkv / P;
+  auto added = [&](const ExecutorChoice& c, bool bwd) {
+    const Prediction with = predict(c, pr, P, m), without = predict(c, pr, P, none);
+    const PassPrediction &a = bwd ? with.backward : with.forward, &b = bwd ? without.backward : without.forward;
+    EXPECT_NEAR(a.compute_only_seconds - b.compute_only_seconds, a.seconds - b.seconds, 1e-12);
+    return a.seconds - b.seconds;
+  };
+  for (int G : {1, 2}) {
+    SCOPED_TRACE("ulysses G" + std::to_string(G));
+    ExecutorChoice u;
+    u.kind = ExecutorKind::Ulysses, u.head_groups = G;
+    const double fwd = P * n * ((L + 2 * Lk) * d * io + L * d * io + L * acc);
+    const double bwd = P * n * (L * d * io + 2 * L * acc + (L + 2 * Lk) * d * acc);
+    EXPECT_NEAR(added(u, false), 4 * fwd / r, 1e-9 * fwd / r);
+    EXPECT_NEAR(added(u, true), 4 * bwd / r, 1e-9 * bwd / r);
+  }
+  {
+    SCOPED_TRACE("grid2d-no 4x1");  // R = 4 row blocks, C = 1: no partial merges
+    const double R = 4, C = 1;
+    const double q = n * H * d * io, kv = 2 * n * Hkv * d * io, partial = n * H * (d + 2) * acc;
+    const double bundle = n * H * (2 * d * io + 2 * acc), dq = n * H * d * acc, dkv = 2 * n * Hkv * d * acc;
+    const double fwd = 2 * (C * q + R * kv) + C * partial;
+    const double bwd = 2 * (C * bundle + R * kv) + (C * dq + R * dkv) + 2 * (C * dq + R * dkv);
+    EXPECT_NEAR(added(grid_choice(ExecutorKind::Grid2DNO, 4, 1), false), fwd / r, 1e-9 * fwd / r);
+    EXPECT_NEAR(added(grid_choice(ExecutorKind::Grid2DNO, 4, 1), true), bwd / r, 1e-9 * bwd / r);
+  }
+}
+
 // P ranks on C < P cores: every rank's compute takes P / C times as long.
 TEST(CostModel, SharedCoresSlowComputeByRanksPerCore) {
   const MachineModel m = test_machine();
@@ -261,6 +303,7 @@ TEST(CostModel, NoCommunicationCostMeansComputeOnly) {
                         (P - 1) * m.tiles.call_seconds({TileDirection::Forward, BlockKind::Full, "bf16", 64}, bh,
                                                        double(c) * c);
   m.tiles.set_elementwise_bytes_per_s(0);
+  m.tiles.set_copy_bytes_per_s(0);
   EXPECT_DOUBLE_EQ(predict(ring_choice(ExecutorKind::RingVanilla), pr, P, m).forward.seconds, expect);
 }
 
@@ -378,6 +421,7 @@ TEST(CostModel, TileTableRoundTripsAndRejectsBadLines) {
   EXPECT_DOUBLE_EQ(u.rate(c).flops_per_s, t.rate(c).flops_per_s);
   EXPECT_DOUBLE_EQ(u.rate(c).overhead_s, t.rate(c).overhead_s);
   EXPECT_DOUBLE_EQ(u.elementwise_bytes_per_s(), 2e12);
+  EXPECT_DOUBLE_EQ(u.copy_bytes_per_s(), 3e12);
   auto message = [&](const std::string& text) {
     try {
       TileThroughput::from_text(text, "tiles.txt");

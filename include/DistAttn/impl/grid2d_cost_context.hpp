@@ -85,6 +85,10 @@ struct Grid2DCostContext {
   }
   /// Merge (forward) or sum (backward) of `bytes` of state: two reads, one write.
   double merge(double bytes) const { return m.tiles.elementwise_seconds(3 * bytes); }
+  /// A reorder (interleave into position order, a shard cut out of it): one read, one write.
+  double copy(double bytes) const { return m.tiles.copy_seconds(2 * bytes); }
+  /// Zeroing or resetting `bytes`: one write.
+  double fill(double bytes) const { return m.tiles.copy_seconds(bytes); }
 };
 }  // namespace Impl
 

@@ -88,8 +88,11 @@ inline PassPrediction predict_grid2d_forward(bool overlapped, const AttnProblem&
   tl.exposed(R > 1 && C > 1 ? x.send(x.permute_level, kv_shard) : 0.0);
   if (!overlapped) {
     tl.exposed(x.row_and_column(q_shard, kv_shard));
+    // The gathered blocks into position order, the gathered state reset, the first shard cut out of it.
+    tl.local(x.copy(C * q_shard + (R > 1 ? R * kv_shard : 0.0)) + x.fill(C * partial) +
+             (C > 1 ? x.copy(partial) : 0.0));
     tl.local(x.gathered_block(F));
-    for (int i = 2; i <= C; ++i) tl.overlapped(0, x.send(x.row_level, partial), x.merge(partial));
+    for (int i = 2; i <= C; ++i) tl.overlapped(0, x.send(x.row_level, partial), x.copy(partial) + x.merge(partial));
     tl.p.steps = 1;
   } else {
     // Column ring, with the first Q block of the row ring fetched alongside.
@@ -102,6 +105,7 @@ inline PassPrediction predict_grid2d_forward(bool overlapped, const AttnProblem&
       tl.overlapped(comp, comm, i > 1 ? x.merge(partial) : 0.0);
     }
     if (C > 1) tl.overlapped(0, x.send(x.row_level, partial), x.merge(partial));
+    if (C > 1 && R > 1) tl.local(x.copy(R * kv_shard));  // the column ring's blocks into Kg, Vg
     tl.p.steps = R + C - 1;
   }
   for (int p = 0; p < g.num_ranks(); ++p) {
@@ -123,7 +127,11 @@ inline PassPrediction predict_grid2d_backward(bool overlapped, const AttnProblem
   PassTimeline tl;
   if (!overlapped) {
     tl.exposed(x.row_and_column(bundle, kv_shard));
+    // Gathered bundles and K/V into position order, the gathered gradients zeroed;
+    // after the call, the gradients cut into the shards the reduce-scatters send.
+    tl.local(x.copy(C * bundle + (R > 1 ? R * kv_shard : 0.0)) + x.fill(C * dq + R * dkv));
     tl.local(x.gathered_block(W));
+    tl.local(x.copy(C * dq + (R > 1 ? R * dkv : 0.0)));
     tl.exposed(x.row_and_column(dq, dkv));
     tl.p.steps = 1;
   } else {
@@ -157,6 +165,8 @@ inline PassPrediction predict_grid2d_backward(bool overlapped, const AttnProblem
       tl.overlapped(last_block(0), x.send(x.col_level, dkv), x.merge(dkv));
     }
     if (C > 1) tl.overlapped(0, x.send(x.row_level, dq), x.merge(dq));
+    // The column ring's blocks into Kg, Vg; every dK/dV block cut out of dKg, dVg.
+    tl.local((C > 1 && R > 1 ? x.copy(R * kv_shard) : 0.0) + (R > 1 ? x.copy(R * dkv) : 0.0));
     tl.p.steps = R + C - 1;
   }
   tl.exposed(R > 1 && C > 1 ? x.send(x.permute_level, dkv) : 0.0);

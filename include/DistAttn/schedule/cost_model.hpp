@@ -108,7 +108,9 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
   const UlyssesSizes z = ulysses_sizes(padded, U, padded.seq_len / P);
   const RankPlacement group{0, 1, m.gpus_per_node};
   auto wrap = [&](PassPrediction p, bool backward) {
-    p.seconds += ulysses_exchange_seconds(m, group, z, pr.batch, backward, UlyssesRole::HybridOuter);
+    const double reorder = ulysses_reorder_seconds(m, z, pr.batch, backward, UlyssesRole::HybridOuter);
+    p.seconds += ulysses_exchange_seconds(m, group, z, pr.batch, backward, UlyssesRole::HybridOuter) + reorder;
+    p.compute_only_seconds += reorder;
     const std::int64_t b = std::int64_t(pr.batch) * ulysses_pass_bytes(z, backward, true, UlyssesRole::HybridOuter);
     p.max_bytes_sent += b;
     p.max_bytes_received += b;

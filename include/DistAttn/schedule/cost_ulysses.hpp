@@ -46,6 +46,14 @@ inline double all_to_all_seconds(const MachineModel& m, const RankPlacement& pla
   return t.seconds(m);
 }
 
+/// Seconds of the reorders around one all-to-all in which a rank sends `bytes`
+/// (U - 1 of its U blocks): packing, then unpacking, each read and write all U
+/// blocks, on the compute instance at the table's copy rate.
+inline double all_to_all_reorder_seconds(const MachineModel& m, int degree, double bytes) {
+  if (degree <= 1 || bytes <= 0) return 0;
+  return m.tiles.copy_seconds(4.0 * bytes * degree / (degree - 1));
+}
+
 /// The all-to-alls of one pass over a group of U ranks, one after the other.
 inline double ulysses_exchange_seconds(const MachineModel& m, const RankPlacement& place, const UlyssesSizes& z,
                                        int batch, bool backward, UlyssesRole role = UlyssesRole::Ulysses) {
@@ -55,11 +63,21 @@ inline double ulysses_exchange_seconds(const MachineModel& m, const RankPlacemen
   return t;
 }
 
+/// The packing and unpacking around those all-to-alls.
+inline double ulysses_reorder_seconds(const MachineModel& m, const UlyssesSizes& z, int batch, bool backward,
+                                      UlyssesRole role = UlyssesRole::Ulysses) {
+  double t = 0;
+  for (const UlyssesExchange& e : ulysses_exchanges(z, backward, true, role))
+    t += all_to_all_reorder_seconds(m, z.degree, double(batch) * e.bytes);
+  return t;
+}
+
 /// Wall time of the executor's head-group pipeline. The communicator's instance
 /// runs the all-to-alls one at a time in posting order: in_0, in_1, then after
 /// each group's compute out_g and in_{g+2}; compute g (in order on the compute
 /// instance) waits for in_g and for out_{g-2}, whose unpacking was queued before
-/// it; in_{g+2} is packed after out_{g-1}'s unpacking. Packing is not modelled.
+/// it; in_{g+2} is packed after out_{g-1}'s unpacking. The packing and unpacking
+/// run on the compute instance; they are counted in compute (all_to_all_reorder_seconds).
 inline double ulysses_pipeline_seconds(const std::vector<double>& in, const std::vector<double>& compute,
                                        const std::vector<double>& out) {
   const std::size_t G = compute.size();
@@ -91,6 +109,7 @@ inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem&
     for (const UlyssesExchange& e : ulysses_slice_exchanges(z, bwd, Lg, Lkg)) {
       const double t = all_to_all_seconds(m, place, z.degree, double(pr.batch) * e.bytes);
       (e.phase == UlyssesPhase::QKV || e.phase == UlyssesPhase::DOut ? in : out)[g] += t;
+      comp[g] += all_to_all_reorder_seconds(m, z.degree, double(pr.batch) * e.bytes);
       p.max_bytes_sent += std::int64_t(pr.batch) * e.bytes;
     }
   p.max_bytes_received = p.max_bytes_sent;

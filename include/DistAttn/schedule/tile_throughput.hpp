@@ -15,6 +15,7 @@
 /// Stored as text, one class per line (`#` starts a comment):
 ///   tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> <overhead_s>
 ///   elementwise <bytes_per_s>       (merges and gradient sums; 0 = not modelled)
+///   copy <bytes_per_s>              (reorders: packing, interleaving, zeroing; 0 = not modelled)
 /// perf_tests/cost_calibrate writes such a file for the device it runs on.
 
 #include <DistAttn/core/error.hpp>
@@ -98,6 +99,7 @@ class TileThroughput {
     TileThroughput t = *this;
     for (auto& kv : t.rates_) kv.second = TileRate{kv.second.flops_per_s / factor, kv.second.overhead_s * factor};
     t.elementwise_ /= factor;
+    t.copy_ /= factor;
     return t;
   }
 
@@ -105,11 +107,17 @@ class TileThroughput {
   /// second; 0 leaves them out of the prediction.
   double elementwise_bytes_per_s() const { return elementwise_; }
   void set_elementwise_bytes_per_s(double b) {
-    DISTATTN_REQUIRE(std::isfinite(b) && b >= 0, "DistAttn::TileThroughput::set_elementwise_bytes_per_s",
-                     "bytes_per_s must be finite and >= 0, got " << b);
-    elementwise_ = b;
+    elementwise_ = checked_rate(b, "DistAttn::TileThroughput::set_elementwise_bytes_per_s");
   }
-  double elementwise_seconds(double bytes) const { return elementwise_ > 0 ? bytes / elementwise_ : 0.0; }
+  double elementwise_seconds(double bytes) const { return seconds_at(bytes, elementwise_); }
+
+  /// Reorders (the executors' packing and interleaving copies, zero fills): bytes
+  /// read + written per second. A rate of its own because a copy does no
+  /// arithmetic: on CPU ranks it runs several times faster than a merge, whose
+  /// exponentials dominate. 0 leaves reorders out of the prediction.
+  double copy_bytes_per_s() const { return copy_; }
+  void set_copy_bytes_per_s(double b) { copy_ = checked_rate(b, "DistAttn::TileThroughput::set_copy_bytes_per_s"); }
+  double copy_seconds(double bytes) const { return seconds_at(bytes, copy_); }
 
   std::string to_text() const {
     std::ostringstream os;
@@ -119,6 +127,7 @@ class TileThroughput {
       os << "tile " << std::get<0>(k) << ' ' << std::get<1>(k) << ' ' << std::get<2>(k) << ' ' << std::get<3>(k)
          << ' ' << r.flops_per_s << ' ' << r.overhead_s << '\n';
     os << "elementwise " << elementwise_ << '\n';
+    os << "copy " << copy_ << '\n';
     return os.str();
   }
   static TileThroughput from_text(const std::string& text, const std::string& source = "text") {
@@ -139,8 +148,14 @@ class TileThroughput {
         t.set_elementwise_bytes_per_s(b);
         continue;
       }
+      if (word == "copy") {
+        double b = -1;
+        DISTATTN_REQUIRE(ls >> b, where, source << ":" << lineno << ": expected 'copy <bytes_per_s>'");
+        t.set_copy_bytes_per_s(b);
+        continue;
+      }
       DISTATTN_REQUIRE(word == "tile", where,
-                       source << ":" << lineno << ": unknown record '" << word << "' (tile or elementwise)");
+                       source << ":" << lineno << ": unknown record '" << word << "' (tile, elementwise or copy)");
       std::string dir, kind;
       ShapeClass c;
       TileRate r;
@@ -173,10 +188,16 @@ class TileThroughput {
   }
 
  private:
+  static double checked_rate(double b, const char* where) {
+    DISTATTN_REQUIRE(std::isfinite(b) && b >= 0, where, "bytes_per_s must be finite and >= 0, got " << b);
+    return b;
+  }
+  static double seconds_at(double bytes, double rate) { return rate > 0 ? bytes / rate : 0.0; }
   using Key = std::tuple<std::string, std::string, std::string, int>;
   static Key key(const ShapeClass& c) { return Key{to_string(c.direction), to_string(c.kind), c.dtype, c.head_dim}; }
   std::map<Key, TileRate> rates_;
   double elementwise_ = 0;
+  double copy_ = 0;
 };
 
 }  // namespace DistAttn
