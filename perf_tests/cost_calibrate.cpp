@@ -78,14 +78,20 @@ void calibrate(const Exec& exec, const Config& c, const std::string& dtype, int 
   time_block<T>(exec, c, s2, d, t2);
   for (int dir = 0; dir < 2; ++dir)
     for (int kind = 0; kind < 2; ++kind) {
-      auto pairs = [&](int S) { return kind == 0 ? double(S) * S : double(causal_pairs({0, 1}, S, {0, 1}, S)); };
       const TileDirection td = dir == 0 ? TileDirection::Forward : TileDirection::Backward;
+      const ShapeClass cls{td, kind == 0 ? BlockKind::Full : BlockKind::Causal, dtype, d};
+      // Host kernels compute whole tiles, so their rate is fitted per tile pair
+      // (tile_throughput.hpp); the tuned device kernels' per kept pair.
+      const std::int64_t tile_rows = compat::host_accessible_v<Exec> ? Impl::host_tile_rows(d) : 0;
+      TileThroughput shape;
+      shape.set(cls, TileRate{1, 0, tile_rows});
+      auto pairs = [&](int S) { return shape.block_pairs(cls, {0, 1}, S, {0, 1}, S); };
       const double f1 = block_flops(td, c.heads, d, pairs(s1)), f2 = block_flops(td, c.heads, d, pairs(s2));
       TileRate r;
       r.flops_per_s = (f2 - f1) / (t2[dir][kind] - t1[dir][kind]);
       r.overhead_s = t1[dir][kind] - f1 / r.flops_per_s;
       if (!(r.flops_per_s > 0) || r.overhead_s < 0) r = TileRate{f2 / t2[dir][kind], 0.0};
-      const ShapeClass cls{td, kind == 0 ? BlockKind::Full : BlockKind::Causal, dtype, d};
+      r.tile_rows = tile_rows;
       table.set(cls, r);
       std::cout << "# " << TileThroughput::describe(cls) << ": " << t1[dir][kind] * 1e3 << " ms at S=" << s1 << ", "
                 << t2[dir][kind] * 1e3 << " ms at S=" << s2 << " -> " << r.flops_per_s * 1e-9 << " GFLOP/s, overhead "

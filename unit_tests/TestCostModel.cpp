@@ -78,6 +78,37 @@ TEST(CostModel, CausalPairsMatchBruteForce) {
   EXPECT_EQ(causal_pairs({0, 1}, 4000000, {0, 1}, 4000000), std::int64_t(4000000) * 4000001 / 2);
 }
 
+// Whole-tile work as the portable kernels' loops visit it: every query tile
+// against the key tiles up to the first that starts after its last row.
+TEST(CostModel, TilePairsMatchTheKernelLoop) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> off(-40, 60), stride(1, 9), len(0, 40), tile(1, 9);
+  for (int it = 0; it < 3000; ++it) {
+    const PositionMap q{off(rng), stride(rng)}, k{off(rng), stride(rng)};
+    const std::int64_t nq = len(rng), nk = len(rng), t = tile(rng);
+    std::int64_t causal = 0, full = 0;
+    for (std::int64_t q0 = 0; q0 < nq; q0 += t)
+      for (std::int64_t k0 = 0; k0 < nk; k0 += t) {
+        full += t * t;
+        if (k(k0) <= q(std::min(q0 + t, nq) - 1)) causal += t * t;
+      }
+    ASSERT_EQ(tile_pairs(q, nq, k, nk, true, t), causal)
+        << "q={" << q.offset << "," << q.stride << "} nq=" << nq << " k={" << k.offset << "," << k.stride << "} nk=" << nk
+        << " t=" << t;
+    ASSERT_EQ(tile_pairs(q, nq, k, nk, false, t), full);
+    ASSERT_EQ(tile_pairs(q, nq, k, nk, true, 1), causal_pairs(q, nq, k, nk));
+  }
+  // A table with tile rows charges a 72-row block as a 128-row one; without, as 72 rows.
+  TileThroughput tiles = test_tiles("float", 64);
+  const ShapeClass full{TileDirection::Forward, BlockKind::Full, "float", 64};
+  const double exact = tiles.block_seconds(full, 8, {0, 1}, 72, {0, 1}, 72);
+  EXPECT_DOUBLE_EQ(exact, tiles.call_seconds(full, 8, 72.0 * 72));
+  tiles.set(full, TileRate{tiles.rate(full).flops_per_s, tiles.rate(full).overhead_s, 64});
+  EXPECT_DOUBLE_EQ(tiles.block_seconds(full, 8, {0, 1}, 72, {0, 1}, 72), tiles.call_seconds(full, 8, 128.0 * 128));
+  EXPECT_DOUBLE_EQ(tiles.block_seconds(full, 8, {0, 1}, 128, {0, 1}, 128), tiles.call_seconds(full, 8, 128.0 * 128));
+  EXPECT_THROW(tile_pairs({0, 1}, 4, {0, 1}, 4, true, 0), InvalidArgument);
+}
+
 TEST(CostModel, RingBytesAndStepsEqualRingVolume) {
   for (int P = 1; P <= 12; ++P)
     for (ExecutorKind k : {ExecutorKind::RingVanilla, ExecutorKind::RingBalanced, ExecutorKind::RingZigzag})
@@ -422,6 +453,10 @@ TEST(CostModel, TileTableRoundTripsAndRejectsBadLines) {
   EXPECT_DOUBLE_EQ(u.rate(c).overhead_s, t.rate(c).overhead_s);
   EXPECT_DOUBLE_EQ(u.elementwise_bytes_per_s(), 2e12);
   EXPECT_DOUBLE_EQ(u.copy_bytes_per_s(), 3e12);
+  TileThroughput tiled = t;
+  tiled.set(c, TileRate{1e12, 0, 64});
+  EXPECT_EQ(TileThroughput::from_text(tiled.to_text()).rate(c).tile_rows, 64);
+  EXPECT_EQ(u.rate(c).tile_rows, 0);
   auto message = [&](const std::string& text) {
     try {
       TileThroughput::from_text(text, "tiles.txt");
@@ -434,5 +469,6 @@ TEST(CostModel, TileTableRoundTripsAndRejectsBadLines) {
   EXPECT_CONTAINS(message("tile sideways full bf16 64 1e12 0\n"), ("direction 'sideways'"));
   EXPECT_CONTAINS(message("tile fwd full bf16 64 -5 0\n"), ("flops_per_s must be finite and > 0"));
   EXPECT_CONTAINS(message("tiles fwd\n"), ("unknown record 'tiles'"));
+  EXPECT_CONTAINS(message("tile fwd full bf16 64 1e12 0 -64\n"), ("tile_rows must be >= 0"));
   EXPECT_THROW(TileThroughput::load("/nonexistent/tiles.txt"), InvalidArgument);
 }

@@ -36,10 +36,8 @@ struct Grid2DCostContext {
   double n() const { return double(g.shard_len()); }
   /// Tile seconds of a block call of query rows at `q` against keys at `k`.
   double block(TileDirection dir, PositionMap q, std::int64_t nq, PositionMap k, std::int64_t nk) const {
-    const double bh = double(pr.batch) * pr.heads;
-    if (!pr.causal) return m.tiles.call_seconds({dir, BlockKind::Full, pr.dtype, pr.head_dim}, bh, double(nq) * nk);
-    return m.tiles.call_seconds({dir, BlockKind::Causal, pr.dtype, pr.head_dim}, bh,
-                                double(causal_pairs(q, nq, k, nk)));
+    const ShapeClass cls{dir, pr.causal ? BlockKind::Causal : BlockKind::Full, pr.dtype, pr.head_dim};
+    return m.tiles.block_seconds(cls, double(pr.batch) * pr.heads, q, nq, k, nk);
   }
   /// The slowest rank's block at one step: f(r, c) gives that rank's seconds.
   template <class F>

@@ -37,6 +37,10 @@ inline std::size_t scratch_bytes(const ScratchShape& s, int br, int bc, int d) {
   return n * sizeof(Acc) + std::size_t(arrays) * 16;
 }
 
+/// Square tile rows of the host kernels (choose_tiles says why); the cost model's
+/// CPU tile table counts work in these tiles (perf_tests/cost_calibrate).
+constexpr int host_tile_rows(int d) { return d <= 128 ? 64 : 32; }
+
 template <class Exec, class Acc>
 inline TileConfig choose_tiles(const ScratchShape& shape, int d, std::size_t level0_max) {
   TileConfig cfg;
@@ -47,7 +51,7 @@ inline TileConfig choose_tiles(const ScratchShape& shape, int d, std::size_t lev
     // 256 rows ran within 10% of each other and 64 was at or near the best
     // (docs/kernels/PORTABLE_NOTES.md). Beyond d = 128 (not measured) 32 rows keep
     // the backward's staged tiles near 200 KiB at d = 256, well inside an L2.
-    cfg.br = cfg.bc = d <= 128 ? 64 : 32;
+    cfg.br = cfg.bc = host_tile_rows(d);
     cfg.bytes = scratch_bytes<Acc>(shape, cfg.br, cfg.bc, d);
     cfg.level = 0;
     return cfg;

@@ -60,4 +60,25 @@ inline std::int64_t causal_pairs(PositionMap q, std::int64_t nq, PositionMap k, 
   return total;
 }
 
+/// Pairs a kernel that computes whole t x t tiles spends on the block: every
+/// tile counts t * t pairs, partial last tiles included, and a causal block's
+/// query tile visits the key tiles up to the last one that any of its rows keeps
+/// (the portable kernels' loops, impl/attn_fwd_portable.hpp). O(nq / t).
+inline std::int64_t tile_pairs(PositionMap q, std::int64_t nq, PositionMap k, std::int64_t nk, bool causal,
+                               std::int64_t t) {
+  DISTATTN_REQUIRE(nq >= 0 && nk >= 0 && t >= 1, "DistAttn::tile_pairs",
+                   "row counts must be >= 0 and the tile >= 1 (nq=" << nq << ", nk=" << nk << ", t=" << t << ")");
+  DISTATTN_REQUIRE(q.stride >= 1 && k.stride >= 1, "DistAttn::tile_pairs",
+                   "strides must be >= 1 (query stride " << q.stride << ", key stride " << k.stride << ")");
+  if (nq == 0 || nk == 0) return 0;
+  const std::int64_t nqt = (nq + t - 1) / t, nkt = (nk + t - 1) / t;
+  if (!causal) return nqt * nkt * t * t;
+  std::int64_t tiles = 0;
+  for (std::int64_t i = 0; i < nqt; ++i) {
+    const std::int64_t qmax = q(std::min((i + 1) * t, nq) - 1);
+    if (qmax >= k.offset) tiles += std::min(nkt, (qmax - k.offset) / (k.stride * t) + 1);
+  }
+  return tiles * t * t;
+}
+
 }  // namespace DistAttn

@@ -64,17 +64,15 @@ inline double ring_task_seconds(const RingSchedule& s, int x, int t, TileDirecti
   const double bh = double(pr.batch) * pr.heads;
   const ShapeClass full{dir, BlockKind::Full, pr.dtype, pr.head_dim};
   const ShapeClass diag{dir, BlockKind::Causal, pr.dtype, pr.head_dim};
-  if (s.kind() != RingKind::Zigzag) {
-    if (task->causal) return tiles.call_seconds(diag, bh, double(causal_pairs({0, 1}, c, {0, 1}, c)));
-    return tiles.call_seconds(full, bh, double(c) * double(c));
-  }
-  const double h = double(c / 2);
-  if (!pr.causal) return 4 * tiles.call_seconds(full, bh, h * h);
+  // A square block of n rows, diagonal (causal) or unmasked.
+  auto square = [&](const ShapeClass& cls, std::int64_t n) { return tiles.block_seconds(cls, bh, {0, 1}, n, {0, 1}, n); };
+  if (s.kind() != RingKind::Zigzag) return square(task->causal ? diag : full, c);
+  const std::int64_t h = c / 2;
+  if (!pr.causal) return 4 * square(full, h);
   // Own step: the two half-chunk diagonals and the later half against the
   // earlier one; any other step: exactly two unmasked half-blocks.
-  if (t == 0) return 2 * tiles.call_seconds(diag, bh, double(causal_pairs({0, 1}, c / 2, {0, 1}, c / 2))) +
-                     tiles.call_seconds(full, bh, h * h);
-  return 2 * tiles.call_seconds(full, bh, h * h);
+  if (t == 0) return 2 * square(diag, h) + square(full, h);
+  return 2 * square(full, h);
 }
 }  // namespace Impl
 

@@ -100,10 +100,9 @@ inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem&
   const int G = ulysses_head_groups(h, head_groups), Lg = h.local_heads() / G, Lkg = h.local_kv_heads() / G;
   const UlyssesSizes z = ulysses_sizes(pr, P, pr.seq_len / P);
   const bool bwd = dir == TileDirection::Backward;
-  const double N = double(pr.seq_len);
-  const double pairs = pr.causal ? double(causal_pairs({0, 1}, pr.seq_len, {0, 1}, pr.seq_len)) : N * N;
   const ShapeClass cls{dir, pr.causal ? BlockKind::Causal : BlockKind::Full, pr.dtype, pr.head_dim};
-  std::vector<double> in(G, 0), comp(G, m.tiles.call_seconds(cls, double(pr.batch) * Lg, pairs)), out(G, 0);
+  const double call = m.tiles.block_seconds(cls, double(pr.batch) * Lg, {0, 1}, pr.seq_len, {0, 1}, pr.seq_len);
+  std::vector<double> in(G, 0), comp(G, call), out(G, 0);
   PassPrediction p;
   for (int g = 0; g < G; ++g)
     for (const UlyssesExchange& e : ulysses_slice_exchanges(z, bwd, Lg, Lkg)) {

@@ -13,12 +13,18 @@
 /// the work the kernel spends on partially masked tiles.
 ///
 /// Stored as text, one class per line (`#` starts a comment):
-///   tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> <overhead_s>
+///   tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> <overhead_s> [<tile_rows>]
 ///   elementwise <bytes_per_s>       (merges and gradient sums; 0 = not modelled)
 ///   copy <bytes_per_s>              (reorders: packing, interleaving, zeroing; 0 = not modelled)
 /// perf_tests/cost_calibrate writes such a file for the device it runs on.
+///
+/// tile_rows (optional, 0 = absent): the kernel computes whole tile_rows x
+/// tile_rows tiles, so a block's work is counted in tiles (tile_pairs), not kept
+/// pairs. It matters where blocks are not much larger than a tile: CPU ranks,
+/// whose portable kernel works on 64-row tiles, running zigzag's half-chunks.
 
 #include <DistAttn/core/error.hpp>
+#include <DistAttn/schedule/causal_pairs.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -41,8 +47,9 @@ struct ShapeClass {
 };
 
 struct TileRate {
-  double flops_per_s = 0;  ///< useful FLOPs per second (convention above)
-  double overhead_s = 0;   ///< fixed cost of one call (launch, setup)
+  double flops_per_s = 0;       ///< useful FLOPs per second (convention above)
+  double overhead_s = 0;        ///< fixed cost of one call (launch, setup)
+  std::int64_t tile_rows = 0;   ///< whole tiles of this many rows (0: pairs counted exactly)
 };
 
 inline const char* to_string(TileDirection d) { return d == TileDirection::Forward ? "fwd" : "bwd"; }
@@ -73,6 +80,8 @@ class TileThroughput {
                      "flops_per_s must be finite and > 0 for " << describe(c) << ", got " << r.flops_per_s);
     DISTATTN_REQUIRE(std::isfinite(r.overhead_s) && r.overhead_s >= 0, "DistAttn::TileThroughput::set",
                      "overhead_s must be finite and >= 0 for " << describe(c) << ", got " << r.overhead_s);
+    DISTATTN_REQUIRE(r.tile_rows >= 0, "DistAttn::TileThroughput::set",
+                     "tile_rows must be >= 0 for " << describe(c) << ", got " << r.tile_rows);
     dtype_bytes(c.dtype);
     DISTATTN_REQUIRE(c.head_dim >= 1, "DistAttn::TileThroughput::set", "head_dim must be >= 1, got " << c.head_dim);
     rates_[key(c)] = r;
@@ -91,13 +100,27 @@ class TileThroughput {
     const TileRate r = rate(c);
     return r.overhead_s + block_flops(c.direction, batch_heads, c.head_dim, pairs) / r.flops_per_s;
   }
+  /// The pairs a call on nq query rows at positions q against nk keys at k is
+  /// charged for: kept pairs (causal) or all of them, or whole tiles where the
+  /// class has tile_rows.
+  double block_pairs(const ShapeClass& c, PositionMap q, std::int64_t nq, PositionMap k, std::int64_t nk) const {
+    const bool causal = c.kind == BlockKind::Causal;
+    if (const std::int64_t t = rate(c).tile_rows; t > 0) return double(tile_pairs(q, nq, k, nk, causal, t));
+    return causal ? double(causal_pairs(q, nq, k, nk)) : double(nq) * double(nk);
+  }
+  /// Predicted seconds of that call.
+  double block_seconds(const ShapeClass& c, double batch_heads, PositionMap q, std::int64_t nq, PositionMap k,
+                       std::int64_t nk) const {
+    return call_seconds(c, batch_heads, block_pairs(c, q, nq, k, nk));
+  }
 
   /// The same table on a device `factor` times slower (P ranks sharing fewer cores).
   TileThroughput slowed_down(double factor) const {
     DISTATTN_REQUIRE(std::isfinite(factor) && factor > 0, "DistAttn::TileThroughput::slowed_down",
                      "factor must be finite and > 0, got " << factor);
     TileThroughput t = *this;
-    for (auto& kv : t.rates_) kv.second = TileRate{kv.second.flops_per_s / factor, kv.second.overhead_s * factor};
+    for (auto& kv : t.rates_)
+      kv.second = TileRate{kv.second.flops_per_s / factor, kv.second.overhead_s * factor, kv.second.tile_rows};
     t.elementwise_ /= factor;
     t.copy_ /= factor;
     return t;
@@ -123,9 +146,12 @@ class TileThroughput {
     std::ostringstream os;
     os.precision(6);
     os << std::scientific;
-    for (const auto& [k, r] : rates_)
+    for (const auto& [k, r] : rates_) {
       os << "tile " << std::get<0>(k) << ' ' << std::get<1>(k) << ' ' << std::get<2>(k) << ' ' << std::get<3>(k)
-         << ' ' << r.flops_per_s << ' ' << r.overhead_s << '\n';
+         << ' ' << r.flops_per_s << ' ' << r.overhead_s;
+      if (r.tile_rows > 0) os << ' ' << r.tile_rows;
+      os << '\n';
+    }
     os << "elementwise " << elementwise_ << '\n';
     os << "copy " << copy_ << '\n';
     return os.str();
@@ -162,7 +188,8 @@ class TileThroughput {
       DISTATTN_REQUIRE(ls >> dir >> kind >> c.dtype >> c.head_dim >> r.flops_per_s >> r.overhead_s, where,
                        source << ":" << lineno
                               << ": expected 'tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> "
-                                 "<overhead_s>'");
+                                 "<overhead_s> [<tile_rows>]'");
+      if (std::int64_t rows = 0; ls >> rows) r.tile_rows = rows;
       DISTATTN_REQUIRE(dir == "fwd" || dir == "bwd", where,
                        source << ":" << lineno << ": direction '" << dir << "' is not fwd or bwd");
       DISTATTN_REQUIRE(kind == "full" || kind == "causal", where,
