@@ -6,7 +6,7 @@
 ///
 /// Why a shared shape: a flat index over every element pays four 64-bit
 /// divisions per element to find its (b, token, head, d), which on CPU ranks cost
-/// more than the attention itself (PERFORMANCE.md, cost model on CPU ranks), and a
+/// more than the attention itself (PERFORMANCE.md, "Executor reorders on CPU ranks"), and a
 /// loop with one thread per row makes a GPU warp's stores land on 32 rows at once.
 /// Here a row's indices are worked out once (RowFn::row), and its elements are
 /// the inner loop: vector lanes on a GPU (a warp's 32 lanes on 32 consecutive
