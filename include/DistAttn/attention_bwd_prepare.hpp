@@ -25,12 +25,6 @@ struct TunedAttnBwdPrepare {
 #if DISTATTN_ENABLE_CUDA_KERNELS && defined(KOKKOS_ENABLE_CUDA)
 template <class T>
 struct TunedAttnBwdPrepare<Kokkos::Cuda, T> {
-  template <class P, class V>
-  static cuda::TensorRows<P> rows(const V& v) {
-    const cuda_spec::Strides<V> s(v);
-    return {v.data(), s.s[0], s.s[1], s.s[2]};
-  }
-
   template <class OV, class DOV, class DeltaV, class GQV, class GKV, class GVV>
   static bool run(const Kokkos::Cuda& exec, const OV& o, const DOV& dout, const DeltaV& delta, const GQV& dq,
                   const GKV& dk, const GVV& dv) {
@@ -40,15 +34,13 @@ struct TunedAttnBwdPrepare<Kokkos::Cuda, T> {
       return false;
     } else {
       if (!unit_last(o) || !unit_last(dout) || !unit_last(dq) || !unit_last(dk) || !unit_last(dv)) return false;
-      const Strides<DeltaV> sdl(delta);
       cuda::AttnBwdPrepParams p{};
-      p.o     = rows<const void*>(o);
-      p.dout  = rows<const void*>(dout);
-      p.dq    = rows<float*>(dq);
-      p.dk    = rows<float*>(dk);
-      p.dv    = rows<float*>(dv);
-      p.delta = delta.data();
-      p.delta_batch_stride = sdl.s[0], p.delta_head_stride = sdl.s[1], p.delta_row_stride = sdl.s[2];
+      p.o     = tensor_rows<const void*>(o);
+      p.dout  = tensor_rows<const void*>(dout);
+      p.dq    = tensor_rows<float*>(dq);
+      p.dk    = tensor_rows<float*>(dk);
+      p.dv    = tensor_rows<float*>(dv);
+      p.delta = stat_rows<float*>(delta);
       p.batch = int(o.extent(0)), p.seqlen_q = int(o.extent(1)), p.heads = int(o.extent(2));
       p.head_dim = int(o.extent(3)), p.seqlen_k = int(dk.extent(1)), p.heads_kv = int(dk.extent(2));
       p.dtype = dtype_of<T>();

@@ -127,14 +127,14 @@ struct Buffers {
 
 AttnFwdParams fwd_params(const Buffers& b, bool causal) {
   AttnFwdParams p{};
-  p.q = b.q, p.k = b.k, p.v = b.v, p.acc = b.acc, p.m = b.m, p.l = b.l;
+  p.q.data = b.q, p.k.data = b.k, p.v.data = b.v, p.acc.data = b.acc, p.m.data = b.m, p.l.data = b.l;
   const std::int64_t rs = std::int64_t(b.H) * b.D, bs = rs * b.S;
-  p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = p.acc_batch_stride = bs;
-  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.acc_row_stride = rs;
-  p.q_head_stride = p.k_head_stride = p.v_head_stride = p.acc_head_stride = b.D;
-  p.m_batch_stride = p.l_batch_stride = std::int64_t(b.H) * b.S;
-  p.m_head_stride = p.l_head_stride = b.S;
-  p.m_row_stride = p.l_row_stride = 1;
+  p.q.batch_stride = p.k.batch_stride = p.v.batch_stride = p.acc.batch_stride = bs;
+  p.q.row_stride = p.k.row_stride = p.v.row_stride = p.acc.row_stride = rs;
+  p.q.head_stride = p.k.head_stride = p.v.head_stride = p.acc.head_stride = b.D;
+  p.m.batch_stride = p.l.batch_stride = std::int64_t(b.H) * b.S;
+  p.m.head_stride = p.l.head_stride = b.S;
+  p.m.row_stride = p.l.row_stride = 1;
   p.batch = b.B, p.seqlen_q = b.S, p.seqlen_k = b.S, p.heads = b.H, p.heads_kv = b.H, p.head_dim = b.D;
   p.scale = 1.f / std::sqrt(float(b.D));
   p.mask  = AttnMaskParams{causal ? 1 : 0, 0, 1, 0, 1};
@@ -144,18 +144,18 @@ AttnFwdParams fwd_params(const Buffers& b, bool causal) {
 
 AttnBwdParams bwd_params(const Buffers& b, bool causal) {
   AttnBwdParams p{};
-  p.q = b.q, p.k = b.k, p.v = b.v, p.dout = b.dout, p.lse = b.lse, p.delta = b.delta;
-  p.dq = b.dq, p.dk = b.dk, p.dv = b.dv;
+  p.q.data = b.q, p.k.data = b.k, p.v.data = b.v, p.dout.data = b.dout, p.lse.data = b.lse, p.delta.data = b.delta;
+  p.dq.data = b.dq, p.dk.data = b.dk, p.dv.data = b.dv;
   const std::int64_t rs = std::int64_t(b.H) * b.D, bs = rs * b.S;
-  p.q_batch_stride = p.k_batch_stride = p.v_batch_stride = p.do_batch_stride = bs;
-  p.dq_batch_stride = p.dk_batch_stride = p.dv_batch_stride = bs;
-  p.q_row_stride = p.k_row_stride = p.v_row_stride = p.do_row_stride = rs;
-  p.dq_row_stride = p.dk_row_stride = p.dv_row_stride = rs;
-  p.q_head_stride = p.k_head_stride = p.v_head_stride = p.do_head_stride = b.D;
-  p.dq_head_stride = p.dk_head_stride = p.dv_head_stride = b.D;
-  p.lse_batch_stride = p.delta_batch_stride = std::int64_t(b.H) * b.S;
-  p.lse_head_stride = p.delta_head_stride = b.S;
-  p.lse_row_stride = p.delta_row_stride = 1;
+  p.q.batch_stride = p.k.batch_stride = p.v.batch_stride = p.dout.batch_stride = bs;
+  p.dq.batch_stride = p.dk.batch_stride = p.dv.batch_stride = bs;
+  p.q.row_stride = p.k.row_stride = p.v.row_stride = p.dout.row_stride = rs;
+  p.dq.row_stride = p.dk.row_stride = p.dv.row_stride = rs;
+  p.q.head_stride = p.k.head_stride = p.v.head_stride = p.dout.head_stride = b.D;
+  p.dq.head_stride = p.dk.head_stride = p.dv.head_stride = b.D;
+  p.lse.batch_stride = p.delta.batch_stride = std::int64_t(b.H) * b.S;
+  p.lse.head_stride = p.delta.head_stride = b.S;
+  p.lse.row_stride = p.delta.row_stride = 1;
   p.batch = b.B, p.seqlen_q = b.S, p.seqlen_k = b.S, p.heads = b.H, p.heads_kv = b.H, p.head_dim = b.D;
   p.scale = 1.f / std::sqrt(float(b.D));
   p.mask  = AttnMaskParams{causal ? 1 : 0, 0, 1, 0, 1};

@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(256) attn_bwd_prep_kernel(const AttnBwdPrepPar
     for (int off = 8; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
     if ((threadIdx.x & 15) == 0 && r < rows_q) {
       const int h = int(r % p.heads), i = int((r / p.heads) % p.seqlen_q), b = int(r / (std::int64_t(p.heads) * p.seqlen_q));
-      p.delta[b * p.delta_batch_stride + h * p.delta_head_stride + i * p.delta_row_stride] = s;
+      p.delta.data[p.delta.at(b, h, i)] = s;
     }
   }
 }

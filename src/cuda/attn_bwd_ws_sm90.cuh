@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(384, 1)
           const int i   = qt * BM + lane + 32 * r;
           const bool ok = i < p.seqlen_q;
           const std::int64_t ii = ok ? i : 0;
-          lse_r[r]   = ok ? p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + ii * p.lse_row_stride] : 0.f;
-          delta_r[r] = ok ? p.delta[b * p.delta_batch_stride + h * p.delta_head_stride + ii * p.delta_row_stride] : 0.f;
+          lse_r[r]   = ok ? p.lse.data[b * p.lse.batch_stride + h * p.lse.head_stride + ii * p.lse.row_stride] : 0.f;
+          delta_r[r] = ok ? p.delta.data[b * p.delta.batch_stride + h * p.delta.head_stride + ii * p.delta.row_stride] : 0.f;
           lim_r[r]   = ok ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, i) : 0;
         }
         if (it >= NQS) mbar_wait(bar_empty(s), ((it / NQS) - 1) & 1);
@@ -469,8 +469,8 @@ __global__ void __launch_bounds__(384, 1)
   for (int r = 0; r < 2; ++r) {
     const int kr = k0 + krow + 8 * r;
     if (kr >= p.seqlen_k) continue;
-    float* dkp = p.dk + b * p.dk_batch_stride + std::int64_t(kr) * p.dk_row_stride + hk * p.dk_head_stride + 2 * t;
-    float* dvp = p.dv + b * p.dv_batch_stride + std::int64_t(kr) * p.dv_row_stride + hk * p.dv_head_stride + 2 * t;
+    float* dkp = p.dk.data + b * p.dk.batch_stride + std::int64_t(kr) * p.dk.row_stride + hk * p.dk.head_stride + 2 * t;
+    float* dvp = p.dv.data + b * p.dv.batch_stride + std::int64_t(kr) * p.dv.row_stride + hk * p.dv.head_stride + 2 * t;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
@@ -494,16 +494,16 @@ template <class Cfg, class Elem>
 bool launch_attn_bwd_ws(const AttnBwdParams& p, cudaStream_t stream) {
   constexpr bool bf16 = std::is_same<Elem, __nv_bfloat16>::value;
   BwdTensorMaps tm{};
-  if (!encode_tile_tensor_map(&tm.q, p.q, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.q_row_stride,
-                              p.q_head_stride, p.q_batch_stride, 64) ||
-      !encode_tile_tensor_map(&tm.dout, p.dout, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.do_row_stride,
-                              p.do_head_stride, p.do_batch_stride, 64) ||
-      !encode_tile_tensor_map(&tm.k, p.k, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
-                              p.k_head_stride, p.k_batch_stride, 128) ||
-      !encode_tile_tensor_map(&tm.v, p.v, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
-                              p.v_head_stride, p.v_batch_stride, 128) ||
-      !encode_f32_reduce_tensor_map(&tm.dq, p.dq, p.head_dim, p.seqlen_q, p.heads, p.batch, p.dq_row_stride,
-                                    p.dq_head_stride, p.dq_batch_stride, 64))
+  if (!encode_tile_tensor_map(&tm.q, p.q.data, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.q.row_stride,
+                              p.q.head_stride, p.q.batch_stride, 64) ||
+      !encode_tile_tensor_map(&tm.dout, p.dout.data, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.dout.row_stride,
+                              p.dout.head_stride, p.dout.batch_stride, 64) ||
+      !encode_tile_tensor_map(&tm.k, p.k.data, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k.row_stride,
+                              p.k.head_stride, p.k.batch_stride, 128) ||
+      !encode_tile_tensor_map(&tm.v, p.v.data, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v.row_stride,
+                              p.v.head_stride, p.v.batch_stride, 128) ||
+      !encode_f32_reduce_tensor_map(&tm.dq, p.dq.data, p.head_dim, p.seqlen_q, p.heads, p.batch, p.dq.row_stride,
+                                    p.dq.head_stride, p.dq.batch_stride, 64))
     return false;
   const int n_kt = (p.seqlen_k + 127) / 128;
   const int n_qt = (p.seqlen_q + 63) / 64;

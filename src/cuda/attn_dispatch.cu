@@ -180,17 +180,17 @@ bool device_smem_fits(int bytes) {
 bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
-  const bool direct = p.o != nullptr;
+  const bool direct = p.o.data != nullptr;
   if (p.batch == 0 || p.seqlen_q == 0 || p.heads == 0) return true;  // no rows
-  if (direct && p.lse == nullptr) return false;
+  if (direct && p.lse.data == nullptr) return false;
   // With no keys an update has nothing to fold, but direct mode still writes its rows.
   if (p.seqlen_k == 0 && !direct) return true;
-  if (!vec16_ok(p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride) ||
-      !vec16_ok(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride) ||
-      !vec16_ok(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride))
+  if (!vec16_ok(p.q.data, p.q.batch_stride, p.q.row_stride, p.q.head_stride) ||
+      !vec16_ok(p.k.data, p.k.batch_stride, p.k.row_stride, p.k.head_stride) ||
+      !vec16_ok(p.v.data, p.v.batch_stride, p.v.row_stride, p.v.head_stride))
     return false;
-  if (direct ? !vec4_ok(p.o, p.o_batch_stride, p.o_row_stride, p.o_head_stride)
-             : !vec8_ok(p.acc, p.acc_batch_stride, p.acc_row_stride, p.acc_head_stride))
+  if (direct ? !vec4_ok(p.o.data, p.o.batch_stride, p.o.row_stride, p.o.head_stride)
+             : !vec8_ok(p.acc.data, p.acc.batch_stride, p.acc.row_stride, p.acc.head_stride))
     return false;
   return run_listed(kFwdKernels, p, stream);
 }
@@ -199,13 +199,13 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
   if (p.batch == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 || p.heads == 0) return true;
-  if (!vec16_ok(p.q, p.q_batch_stride, p.q_row_stride, p.q_head_stride) ||
-      !vec16_ok(p.k, p.k_batch_stride, p.k_row_stride, p.k_head_stride) ||
-      !vec16_ok(p.v, p.v_batch_stride, p.v_row_stride, p.v_head_stride) ||
-      !vec16_ok(p.dout, p.do_batch_stride, p.do_row_stride, p.do_head_stride) ||
-      !vec8_ok(p.dq, p.dq_batch_stride, p.dq_row_stride, p.dq_head_stride) ||
-      !vec8_ok(p.dk, p.dk_batch_stride, p.dk_row_stride, p.dk_head_stride) ||
-      !vec8_ok(p.dv, p.dv_batch_stride, p.dv_row_stride, p.dv_head_stride))
+  if (!vec16_ok(p.q.data, p.q.batch_stride, p.q.row_stride, p.q.head_stride) ||
+      !vec16_ok(p.k.data, p.k.batch_stride, p.k.row_stride, p.k.head_stride) ||
+      !vec16_ok(p.v.data, p.v.batch_stride, p.v.row_stride, p.v.head_stride) ||
+      !vec16_ok(p.dout.data, p.dout.batch_stride, p.dout.row_stride, p.dout.head_stride) ||
+      !vec8_ok(p.dq.data, p.dq.batch_stride, p.dq.row_stride, p.dq.head_stride) ||
+      !vec8_ok(p.dk.data, p.dk.batch_stride, p.dk.row_stride, p.dk.head_stride) ||
+      !vec8_ok(p.dv.data, p.dv.batch_stride, p.dv.row_stride, p.dv.head_stride))
     return false;
   return run_listed(kBwdKernels, p, stream);
 }

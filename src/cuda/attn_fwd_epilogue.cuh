@@ -25,8 +25,8 @@ __device__ __forceinline__ void write_direct_row(const AttnFwdParams& p, int b, 
                                                  float l_tot, Get get) {
   const bool empty = m2 == -INFINITY || !(l_tot > 0.f);
   const float inv  = empty ? 0.f : 1.f / l_tot;
-  Elem* orow = static_cast<Elem*>(p.o) + b * p.o_batch_stride + std::int64_t(row) * p.o_row_stride +
-               h * p.o_head_stride;
+  Elem* orow = static_cast<Elem*>(p.o.data) + b * p.o.batch_stride + std::int64_t(row) * p.o.row_stride +
+               h * p.o.head_stride;
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
@@ -37,7 +37,7 @@ __device__ __forceinline__ void write_direct_row(const AttnFwdParams& p, int b, 
         ElemOps<Elem>::pack(empty ? 0.f : v.x * inv, empty ? 0.f : v.y * inv);
   }
   if (t == 0)
-    p.lse[b * p.lse_batch_stride + h * p.lse_head_stride + std::int64_t(row) * p.lse_row_stride] =
+    p.lse.data[b * p.lse.batch_stride + h * p.lse.head_stride + std::int64_t(row) * p.lse.row_stride] =
         empty ? -INFINITY : (m2 + log2f(l_tot)) * kLn2;
 }
 
@@ -51,15 +51,15 @@ template <int D, class Get>
 __device__ __forceinline__ void merge_state_row(const AttnFwdParams& p, int b, int h, int row, int t, float m2,
                                                 float l_loc, Get get) {
   if (m2 == -INFINITY) return;  // nothing admissible: state unchanged
-  const std::int64_t mi = b * p.m_batch_stride + h * p.m_head_stride + std::int64_t(row) * p.m_row_stride;
-  const std::int64_t li = b * p.l_batch_stride + h * p.l_head_stride + std::int64_t(row) * p.l_row_stride;
-  const float m_in   = p.m[mi];
+  const std::int64_t mi = b * p.m.batch_stride + h * p.m.head_stride + std::int64_t(row) * p.m.row_stride;
+  const std::int64_t li = b * p.l.batch_stride + h * p.l.head_stride + std::int64_t(row) * p.l.row_stride;
+  const float m_in   = p.m.data[mi];
   const float m_in2  = m_in * kLog2e;  // -inf stays -inf
-  const float l_in   = p.l[li];
+  const float l_in   = p.l.data[li];
   const float m_new2 = fmaxf(m_in2, m2);
   const float e_in   = m_in2 == -INFINITY ? 0.f : ex2(m_in2 - m_new2);
   const float e_loc  = ex2(m2 - m_new2);
-  float* accrow = p.acc + b * p.acc_batch_stride + std::int64_t(row) * p.acc_row_stride + h * p.acc_head_stride;
+  float* accrow = p.acc.data + b * p.acc.batch_stride + std::int64_t(row) * p.acc.row_stride + h * p.acc.head_stride;
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
@@ -75,8 +75,8 @@ __device__ __forceinline__ void merge_state_row(const AttnFwdParams& p, int b, i
   }
   if (t == 0) {
     // Keep the incoming m bit for bit when it stays the max (no drift over calls).
-    p.m[mi] = m_in2 >= m2 ? m_in : m_new2 * kLn2;
-    p.l[li] = fmaf(e_in, l_in, e_loc * l_loc);
+    p.m.data[mi] = m_in2 >= m2 ? m_in : m_new2 * kLn2;
+    p.l.data[li] = fmaf(e_in, l_in, e_loc * l_loc);
   }
 }
 
@@ -84,7 +84,7 @@ __device__ __forceinline__ void merge_state_row(const AttnFwdParams& p, int b, i
 template <class Elem, int D, class Get>
 __device__ __forceinline__ void finish_row(const AttnFwdParams& p, int b, int h, int row, int t, float m2,
                                            float l_loc, Get get) {
-  if (p.o != nullptr) write_direct_row<Elem, D>(p, b, h, row, t, m2, l_loc, get);  // empty rows written too
+  if (p.o.data != nullptr) write_direct_row<Elem, D>(p, b, h, row, t, m2, l_loc, get);  // empty rows written too
   else merge_state_row<D>(p, b, h, row, t, m2, l_loc, get);
 }
 

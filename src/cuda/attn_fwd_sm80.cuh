@@ -13,7 +13,7 @@
 //              into the scale; O rescaled only when a row max grew); wait V;
 //              issue V[next]; O += P V; wait K[next]
 //   epilogue   merge (O, m, l) into the incoming state (acc, m, l) and store, or in
-//              direct mode (p.o set) write the final O and LSE (attn_fwd_epilogue.cuh)
+//              direct mode (p.o.data set) write the final O and LSE (attn_fwd_epilogue.cuh)
 //
 // Key tiles are walked from the last admissible one down to 0, so the only tiles
 // that need element-wise masking (the "diagonal" band, and the ragged end of K)
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   const int lim_max  = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
   const int n_kt     = (lim_max + BN - 1) / BN;
   if (n_kt == 0) {  // no row of the tile sees any key: state unchanged
-    if (p.o != nullptr) {  // direct mode: these rows still get their (empty) result
+    if (p.o.data != nullptr) {  // direct mode: these rows still get their (empty) result
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -100,15 +100,15 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
                           : 0;
     }
 
-  const Elem* qg = static_cast<const Elem*>(p.q) + b * p.q_batch_stride + h * p.q_head_stride;
-  const Elem* kg = static_cast<const Elem*>(p.k) + b * p.k_batch_stride + hk * p.k_head_stride;
-  const Elem* vg = static_cast<const Elem*>(p.v) + b * p.v_batch_stride + hk * p.v_head_stride;
+  const Elem* qg = static_cast<const Elem*>(p.q.data) + b * p.q.batch_stride + h * p.q.head_stride;
+  const Elem* kg = static_cast<const Elem*>(p.k.data) + b * p.k.batch_stride + hk * p.k.head_stride;
+  const Elem* vg = static_cast<const Elem*>(p.v.data) + b * p.v.batch_stride + hk * p.v.head_stride;
 
   int kt = n_kt - 1;
-  load_tile_async<BM, D, NT>(sQ, qg, p.q_row_stride, q0, p.seqlen_q, tid, p.head_dim);
-  load_tile_async<BN, D, NT>(sK0, kg, p.k_row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
+  load_tile_async<BM, D, NT>(sQ, qg, p.q.row_stride, q0, p.seqlen_q, tid, p.head_dim);
+  load_tile_async<BN, D, NT>(sK0, kg, p.k.row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
   cp_async_commit();
-  load_tile_async<BN, D, NT>(sV0, vg, p.v_row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
+  load_tile_async<BN, D, NT>(sV0, vg, p.v.row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     const int tid_l = Cfg::kRebuildAddr ? opaque(tid) : tid, lane_l = tid_l & 31;
     const typename Tile::Lane la = Tile::lane(lane_row_a(lane_l), lane_chunk_a(lane_l));
     const typename Tile::Lane lb = Tile::lane(lane_row_b(lane_l), lane_chunk_b(lane_l));
-    if (kt > 0) load_tile_async<BN, D, NT>(sK0 + (stage ^ 1) * kKVBytes, kg, p.k_row_stride, (kt - 1) * BN,
+    if (kt > 0) load_tile_async<BN, D, NT>(sK0 + (stage ^ 1) * kKVBytes, kg, p.k.row_stride, (kt - 1) * BN,
                                            p.seqlen_k, tid_l, p.head_dim);
     cp_async_commit();
 
@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
 
     cp_async_wait<1>();  // V[kt] (the group before K[kt-1]) has landed
     __syncthreads();
-    if (kt > 0) load_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v_row_stride, (kt - 1) * BN,
+    if (kt > 0) load_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v.row_stride, (kt - 1) * BN,
                                            p.seqlen_k, Cfg::kRebuildAddr ? opaque(tid) : tid, p.head_dim);
     cp_async_commit();
 

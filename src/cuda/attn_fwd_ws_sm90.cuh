@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(384, 1)
   const int lim_max = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
   const int n_kt    = (lim_max + BN - 1) / BN;
   if (n_kt == 0) {  // no row of the tile sees any key: state unchanged
-    if (p.o != nullptr && tid >= 128) {  // direct mode: the consumers' rows still get their (empty) result
+    if (p.o.data != nullptr && tid >= 128) {  // direct mode: the consumers' rows still get their (empty) result
       const int ct = tid - 128, lane = ct & 31;
       const int row0 = q0 + (ct >> 7) * 64 + ((ct >> 5) & 3) * 16 + (lane >> 2);
 #pragma unroll
@@ -317,12 +317,12 @@ template <class Cfg, class Elem>
 bool launch_attn_fwd_ws(const AttnFwdParams& p, cudaStream_t stream) {
   FwdTensorMaps tm{};
   constexpr bool bf16 = std::is_same<Elem, __nv_bfloat16>::value;
-  if (!encode_tile_tensor_map(&tm.q, p.q, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.q_row_stride,
-                              p.q_head_stride, p.q_batch_stride, Cfg::kBlockM) ||
-      !encode_tile_tensor_map(&tm.k, p.k, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k_row_stride,
-                              p.k_head_stride, p.k_batch_stride, Cfg::kBlockN) ||
-      !encode_tile_tensor_map(&tm.v, p.v, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v_row_stride,
-                              p.v_head_stride, p.v_batch_stride, Cfg::kBlockN))
+  if (!encode_tile_tensor_map(&tm.q, p.q.data, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.q.row_stride,
+                              p.q.head_stride, p.q.batch_stride, Cfg::kBlockM) ||
+      !encode_tile_tensor_map(&tm.k, p.k.data, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k.row_stride,
+                              p.k.head_stride, p.k.batch_stride, Cfg::kBlockN) ||
+      !encode_tile_tensor_map(&tm.v, p.v.data, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v.row_stride,
+                              p.v.head_stride, p.v.batch_stride, Cfg::kBlockN))
     return false;
   const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   const dim3 grid(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch));

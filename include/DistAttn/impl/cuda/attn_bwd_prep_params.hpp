@@ -9,23 +9,11 @@
 
 namespace DistAttn::Impl::cuda {
 
-/// A [batch, seq, heads, head_dim] tensor (P: its data pointer type).
-template <class P>
-struct TensorRows {
-  P data;
-  std::int64_t batch_stride, row_stride, head_stride;
-  /// Element offset of (b, row i, head h, column 0).
-  __host__ __device__ std::int64_t at(int b, int i, int h) const {
-    return b * batch_stride + i * row_stride + h * head_stride;
-  }
-};
-
 struct AttnBwdPrepParams {
   TensorRows<const void*> o, dout;  // [B, Sq, H, D], element type dtype
   TensorRows<float*> dq;            // [B, Sq, H, D], zeroed
   TensorRows<float*> dk, dv;        // [B, Sk, Hkv, D], zeroed
-  float* delta;                     // [B, H, Sq], written
-  std::int64_t delta_batch_stride, delta_head_stride, delta_row_stride;
+  StatRows<float*> delta;           // [B, H, Sq], written
   int batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
   AttnDType dtype;
 };

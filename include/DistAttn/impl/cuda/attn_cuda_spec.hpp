@@ -23,6 +23,7 @@
 
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/impl/cuda/attn_params.hpp>
+#include <DistAttn/impl/tensor_arg_from_view.hpp>
 
 #include <cstdint>
 #include <type_traits>
@@ -41,16 +42,6 @@ template <class T>
 constexpr cuda::AttnDType dtype_of() {
   return std::is_same<T, compat::half_t>::value ? cuda::AttnDType::FP16 : cuda::AttnDType::BF16;
 }
-
-template <class V>
-struct Strides {
-  std::int64_t s[8] = {};
-  explicit Strides(const V& v) {
-    std::size_t tmp[8] = {};
-    v.stride(tmp);
-    for (int r = 0; r < int(V::rank); ++r) s[r] = std::int64_t(tmp[r]);
-  }
-};
 
 template <class V>
 bool unit_last(const V& v) {
@@ -74,16 +65,10 @@ inline cuda::AttnMaskParams mask_params(const Mask& mask) {
 /// mask, element type (the caller adds the state or the final outputs).
 template <class T, class QV, class KV, class VV>
 cuda::AttnFwdParams fwd_params(const QV& q, const KV& k, const VV& v, const Mask& mask, double scale) {
-  const Strides<QV> sq(q);
-  const Strides<KV> sk(k);
-  const Strides<VV> sv(v);
   cuda::AttnFwdParams p{};
-  p.q = q.data();
-  p.k = k.data();
-  p.v = v.data();
-  p.q_batch_stride = sq.s[0], p.q_row_stride = sq.s[1], p.q_head_stride = sq.s[2];
-  p.k_batch_stride = sk.s[0], p.k_row_stride = sk.s[1], p.k_head_stride = sk.s[2];
-  p.v_batch_stride = sv.s[0], p.v_row_stride = sv.s[1], p.v_head_stride = sv.s[2];
+  p.q = tensor_rows<const void*>(q);
+  p.k = tensor_rows<const void*>(k);
+  p.v = tensor_rows<const void*>(v);
   p.batch    = int(q.extent(0));
   p.seqlen_q = int(q.extent(1));
   p.heads    = int(q.extent(2));
@@ -113,15 +98,10 @@ struct TunedAttnFwdUpdate<Kokkos::Cuda, T> {
     } else {
       if (!cuda::attn_head_dim_supported(int(q.extent(3)))) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(acc)) return false;
-      const Strides<AccV> sa(acc);
-      const Strides<StatV> sm(m), sl(l);
       cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);
-      p.acc = acc.data();
-      p.m   = m.data();
-      p.l   = l.data();
-      p.acc_batch_stride = sa.s[0], p.acc_row_stride = sa.s[1], p.acc_head_stride = sa.s[2];
-      p.m_batch_stride = sm.s[0], p.m_head_stride = sm.s[1], p.m_row_stride = sm.s[2];
-      p.l_batch_stride = sl.s[0], p.l_head_stride = sl.s[1], p.l_row_stride = sl.s[2];
+      p.acc = tensor_rows<float*>(acc);
+      p.m   = stat_rows<float*>(m);
+      p.l   = stat_rows<float*>(l);
       return cuda::run_attn_fwd(p, exec.cuda_stream());
     }
   }
@@ -142,13 +122,9 @@ struct TunedAttnFwdDirect<Kokkos::Cuda, T> {
       if (!cuda::attn_head_dim_supported(int(q.extent(3)))) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(o)) return false;
       if (o.data() == nullptr) return false;  // null o would mean update mode to the kernels
-      const Strides<OV> so(o);
-      const Strides<LseV> sl(lse);
       cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);  // acc, m, l stay null
-      p.o   = o.data();
-      p.lse = lse.data();
-      p.o_batch_stride = so.s[0], p.o_row_stride = so.s[1], p.o_head_stride = so.s[2];
-      p.lse_batch_stride = sl.s[0], p.lse_head_stride = sl.s[1], p.lse_row_stride = sl.s[2];
+      p.o   = tensor_rows<void*>(o);
+      p.lse = stat_rows<float*>(lse);
       return cuda::run_attn_fwd(p, exec.cuda_stream());
     }
   }
@@ -169,33 +145,16 @@ struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(dout) || !unit_last(dq) ||
           !unit_last(dk) || !unit_last(dv))
         return false;
-      const Strides<QV> sq(q);
-      const Strides<KV> sk(k);
-      const Strides<VV> sv(v);
-      const Strides<DOV> sdo(dout);
-      const Strides<LseV> sls(lse);
-      const Strides<DeltaV> sdl(delta);
-      const Strides<GQV> sdq(dq);
-      const Strides<GKV> sdk(dk), sdv(dv);
       cuda::AttnBwdParams p{};
-      p.q     = q.data();
-      p.k     = k.data();
-      p.v     = v.data();
-      p.dout  = dout.data();
-      p.lse   = lse.data();
-      p.delta = delta.data();
-      p.dq    = dq.data();
-      p.dk    = dk.data();
-      p.dv    = dv.data();
-      p.q_batch_stride = sq.s[0], p.q_row_stride = sq.s[1], p.q_head_stride = sq.s[2];
-      p.k_batch_stride = sk.s[0], p.k_row_stride = sk.s[1], p.k_head_stride = sk.s[2];
-      p.v_batch_stride = sv.s[0], p.v_row_stride = sv.s[1], p.v_head_stride = sv.s[2];
-      p.do_batch_stride = sdo.s[0], p.do_row_stride = sdo.s[1], p.do_head_stride = sdo.s[2];
-      p.lse_batch_stride = sls.s[0], p.lse_head_stride = sls.s[1], p.lse_row_stride = sls.s[2];
-      p.delta_batch_stride = sdl.s[0], p.delta_head_stride = sdl.s[1], p.delta_row_stride = sdl.s[2];
-      p.dq_batch_stride = sdq.s[0], p.dq_row_stride = sdq.s[1], p.dq_head_stride = sdq.s[2];
-      p.dk_batch_stride = sdk.s[0], p.dk_row_stride = sdk.s[1], p.dk_head_stride = sdk.s[2];
-      p.dv_batch_stride = sdv.s[0], p.dv_row_stride = sdv.s[1], p.dv_head_stride = sdv.s[2];
+      p.q     = tensor_rows<const void*>(q);
+      p.k     = tensor_rows<const void*>(k);
+      p.v     = tensor_rows<const void*>(v);
+      p.dout  = tensor_rows<const void*>(dout);
+      p.lse   = stat_rows<const float*>(lse);
+      p.delta = stat_rows<const float*>(delta);
+      p.dq    = tensor_rows<float*>(dq);
+      p.dk    = tensor_rows<float*>(dk);
+      p.dv    = tensor_rows<float*>(dv);
       p.batch    = int(q.extent(0));
       p.seqlen_q = int(q.extent(1));
       p.heads    = int(q.extent(2));

@@ -15,6 +15,8 @@
 ///    q_offset + q_stride * i, key row j at k_offset + k_stride * j, and (i, j) is
 ///    allowed iff q_pos(i) >= k_pos(j) (building_block.md, "The mask model"). Both strides are > 0.
 
+#include <DistAttn/impl/cuda/tensor_arg.hpp>
+
 #include <cstdint>
 
 #include <cuda_runtime_api.h>
@@ -41,23 +43,12 @@ struct AttnMaskParams {
 /// then unused and may be null. This saves the one-call forward the fp32 state's
 /// allocation, its reset and the finalize pass over it.
 struct AttnFwdParams {
-  const void* q;
-  const void* k;
-  const void* v;
-  float* acc;  // [B, Sq, H, D] unnormalized accumulator, read and written
-  float* m;    // [B, H, Sq] running max (natural log units), read and written
-  float* l;    // [B, H, Sq] running sum, read and written
-  void* o;     // [B, Sq, H, D] direct mode: finalized output, written; else null
-  float* lse;  // [B, H, Sq] direct mode: natural-log LSE, written
-
-  std::int64_t q_batch_stride, q_row_stride, q_head_stride;
-  std::int64_t k_batch_stride, k_row_stride, k_head_stride;
-  std::int64_t v_batch_stride, v_row_stride, v_head_stride;
-  std::int64_t acc_batch_stride, acc_row_stride, acc_head_stride;
-  std::int64_t m_batch_stride, m_head_stride, m_row_stride;
-  std::int64_t l_batch_stride, l_head_stride, l_row_stride;
-  std::int64_t o_batch_stride, o_row_stride, o_head_stride;
-  std::int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
+  TensorRows<const void*> q, k, v;
+  TensorRows<float*> acc;  // [B, Sq, H, D] unnormalized accumulator, read and written
+  StatRows<float*> m;     // running max (natural log units), read and written
+  StatRows<float*> l;     // running sum, read and written
+  TensorRows<void*> o;     // direct mode: finalized output, written; else null
+  StatRows<float*> lse;   // direct mode: natural-log LSE, written
 
   int batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
   float scale;  // softmax scale (natural units), must be > 0
@@ -68,25 +59,11 @@ struct AttnFwdParams {
 /// Backward update: dq += dQ_block, dk += dK_block, dv += dV_block (fp32
 /// accumulators; dk/dv reduced over each GQA group) from the FINAL lse and delta.
 struct AttnBwdParams {
-  const void* q;
-  const void* k;
-  const void* v;
-  const void* dout;
-  const float* lse;    // [B, H, Sq] natural log; -inf marks an empty row
-  const float* delta;  // [B, H, Sq] rowsum(dO * O)
-  float* dq;           // [B, Sq, H, D]
-  float* dk;           // [B, Sk, Hkv, D]
-  float* dv;           // [B, Sk, Hkv, D]
-
-  std::int64_t q_batch_stride, q_row_stride, q_head_stride;
-  std::int64_t k_batch_stride, k_row_stride, k_head_stride;
-  std::int64_t v_batch_stride, v_row_stride, v_head_stride;
-  std::int64_t do_batch_stride, do_row_stride, do_head_stride;
-  std::int64_t lse_batch_stride, lse_head_stride, lse_row_stride;
-  std::int64_t delta_batch_stride, delta_head_stride, delta_row_stride;
-  std::int64_t dq_batch_stride, dq_row_stride, dq_head_stride;
-  std::int64_t dk_batch_stride, dk_row_stride, dk_head_stride;
-  std::int64_t dv_batch_stride, dv_row_stride, dv_head_stride;
+  TensorRows<const void*> q, k, v, dout;
+  StatRows<const float*> lse;    // natural log; -inf marks an empty row
+  StatRows<const float*> delta;  // rowsum(dO * O)
+  TensorRows<float*> dq;          // [B, Sq, H, D]
+  TensorRows<float*> dk, dv;      // [B, Sk, Hkv, D]
 
   int batch, seqlen_q, seqlen_k, heads, heads_kv, head_dim;
   float scale;
