@@ -18,6 +18,7 @@
 #include <DistAttn/impl/attention_checks.hpp>
 #include <DistAttn/impl/attn_rowwise.hpp>
 #include <DistAttn/impl/attn_spec.hpp>
+#include <DistAttn/impl/canonical_views.hpp>
 
 #include <string>
 
@@ -74,11 +75,14 @@ void attention_fwd_update(const Exec& exec, const QV& q, const KV& k, const VV& 
   using T = typename QV::non_const_value_type;
   Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
   const double scale = resolved_scale(opts, int(q.extent(3)));
+  auto qc = Impl::canonical_in(q), kc = Impl::canonical_in(k), vc = Impl::canonical_in(v);
+  auto acc = Impl::canonical_out(state.acc);
+  auto m = Impl::canonical_out_stats(state.m), l = Impl::canonical_out_stats(state.l);
   if (opts.path != KernelPath::Portable &&
-      Impl::TunedAttnFwdUpdate<Exec, T>::run(exec, q, k, v, state.acc, state.m, state.l, opts.mask, scale))
+      Impl::TunedAttnFwdUpdate<Exec, T>::run(exec, qc, kc, vc, acc, m, l, opts.mask, scale))
     return;
-  Impl::AttnFwdUpdatePortable<Exec, QV, KV, VV, Tensor4<Acc, MemSpace>, RowStats<Acc, MemSpace>> f(
-      q, k, v, state.acc, state.m, state.l, opts.mask, scale);
+  Impl::AttnFwdUpdatePortable<Exec, decltype(qc), decltype(kc), decltype(vc), decltype(acc), decltype(m)> f(
+      qc, kc, vc, acc, m, l, opts.mask, scale);
   f.run(exec);
 }
 
@@ -138,12 +142,17 @@ void attention_bwd_update(const Exec& exec, const QV& q, const KV& k, const VV& 
   using T = typename QV::non_const_value_type;
   Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
   const double scale = resolved_scale(opts, int(q.extent(3)));
+  auto qc = Impl::canonical_in(q), kc = Impl::canonical_in(k), vc = Impl::canonical_in(v);
+  auto doc = Impl::canonical_in(dout);
+  auto lc = Impl::canonical_in_stats(lse), dc = Impl::canonical_in_stats(delta);
+  auto gq = Impl::canonical_out(dq), gk = Impl::canonical_out(dk), gv = Impl::canonical_out(dv);
   if (opts.path != KernelPath::Portable &&
-      Impl::TunedAttnBwdUpdate<Exec, T>::run(exec, q, k, v, dout, lse, delta, dq, dk, dv, opts.mask, scale,
+      Impl::TunedAttnBwdUpdate<Exec, T>::run(exec, qc, kc, vc, doc, lc, dc, gq, gk, gv, opts.mask, scale,
                                              opts.deterministic))
     return;
-  Impl::AttnBwdPortable<Exec, QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV> f(q, k, v, dout, lse, delta, dq, dk, dv,
-                                                                  opts.mask, scale);
+  Impl::AttnBwdPortable<Exec, decltype(qc), decltype(kc), decltype(vc), decltype(doc), decltype(lc), decltype(dc),
+                        decltype(gq), decltype(gk)>
+      f(qc, kc, vc, doc, lc, dc, gq, gk, gv, opts.mask, scale);
   f.run(exec);
 }
 
@@ -165,7 +174,9 @@ bool attention_fwd_direct(const Exec& exec, const QV& q, const KV& k, const VV& 
   Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
   const double scale = resolved_scale(opts, int(q.extent(3)));
   return opts.path != KernelPath::Portable &&
-         Impl::TunedAttnFwdDirect<Exec, T>::run(exec, q, k, v, o, lse, opts.mask, scale);
+         Impl::TunedAttnFwdDirect<Exec, T>::run(exec, Impl::canonical_in(q), Impl::canonical_in(k),
+                                                Impl::canonical_in(v), Impl::canonical_out(o),
+                                                Impl::canonical_out_stats(lse), opts.mask, scale);
 }
 }  // namespace Impl
 
