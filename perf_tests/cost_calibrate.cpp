@@ -7,13 +7,13 @@
 // Per class (fwd/bwd x full/causal x dtype x head_dim) it times
 // attention_fwd_update / attention_bwd_update on one square block at two sizes
 // (medians over -n runs) and fits  time = overhead + FLOPs / rate  through the
-// two points (FLOP convention of docs/PERFORMANCE.md; causal counts kept pairs).
+// two points (FLOP convention of docs/PERFORMANCE.md; causal counts kept pairs, and
+// on host spaces both kinds count the whole tiles the portable kernels run, Impl::host_tile_rows).
 // If the fit gives a negative overhead, overhead = 0 and rate = the larger block's.
 // It also times attention_merge for the memory-bound passes (elementwise rate)
 // and a row reorder for the executors' packing and interleaving (copy rate).
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/impl/grid2d_buffers.hpp>
-#include <DistAttn/schedule/causal_pairs.hpp>
 #include <DistAttn/schedule/tile_throughput.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 

@@ -117,20 +117,21 @@ bool run_listed(const KernelEntry<P> (&kernels)[N], const P& p, cudaStream_t str
 
 bool aligned(const void* p, std::uintptr_t bytes) { return (reinterpret_cast<std::uintptr_t>(p) % bytes) == 0; }
 
-/// 16-byte cp.async rows: base and every stride a multiple of 8 elements (16 B).
-bool vec16_ok(const void* p, std::int64_t s0, std::int64_t s1, std::int64_t s2) {
-  return aligned(p, 16) && s0 % 8 == 0 && s1 % 8 == 0 && s2 % 8 == 0;
+/// A tensor's base aligned to `bytes` and every stride a multiple of `multiple` elements.
+template <class P>
+bool rows_aligned(const TensorRows<P>& t, std::uintptr_t bytes, std::int64_t multiple) {
+  return aligned(t.data, bytes) && t.batch_stride % multiple == 0 && t.row_stride % multiple == 0 &&
+         t.head_stride % multiple == 0;
 }
-
+/// 16-byte cp.async rows of 16-bit elements: 16-byte base, strides of 8 elements.
+template <class P>
+bool vec16_ok(const TensorRows<P>& t) { return rows_aligned(t, 16, 8); }
 /// float2 accesses on fp32 rows: 8-byte base and even strides.
-bool vec8_ok(const void* p, std::int64_t s0, std::int64_t s1, std::int64_t s2) {
-  return aligned(p, 8) && s0 % 2 == 0 && s1 % 2 == 0 && s2 % 2 == 0;
-}
-
+template <class P>
+bool vec8_ok(const TensorRows<P>& t) { return rows_aligned(t, 8, 2); }
 /// Packed pairs of 16-bit elements (4-byte stores): 4-byte base and even strides.
-bool vec4_ok(const void* p, std::int64_t s0, std::int64_t s1, std::int64_t s2) {
-  return aligned(p, 4) && s0 % 2 == 0 && s1 % 2 == 0 && s2 % 2 == 0;
-}
+template <class P>
+bool vec4_ok(const TensorRows<P>& t) { return rows_aligned(t, 4, 2); }
 
 bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim, float scale,
                const AttnMaskParams& mask) {
@@ -185,13 +186,8 @@ bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   if (direct && p.lse.data == nullptr) return false;
   // With no keys an update has nothing to fold, but direct mode still writes its rows.
   if (p.seqlen_k == 0 && !direct) return true;
-  if (!vec16_ok(p.q.data, p.q.batch_stride, p.q.row_stride, p.q.head_stride) ||
-      !vec16_ok(p.k.data, p.k.batch_stride, p.k.row_stride, p.k.head_stride) ||
-      !vec16_ok(p.v.data, p.v.batch_stride, p.v.row_stride, p.v.head_stride))
-    return false;
-  if (direct ? !vec4_ok(p.o.data, p.o.batch_stride, p.o.row_stride, p.o.head_stride)
-             : !vec8_ok(p.acc.data, p.acc.batch_stride, p.acc.row_stride, p.acc.head_stride))
-    return false;
+  if (!vec16_ok(p.q) || !vec16_ok(p.k) || !vec16_ok(p.v)) return false;
+  if (direct ? !vec4_ok(p.o) : !vec8_ok(p.acc)) return false;
   return run_listed(kFwdKernels, p, stream);
 }
 
@@ -199,13 +195,8 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
   if (p.batch == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 || p.heads == 0) return true;
-  if (!vec16_ok(p.q.data, p.q.batch_stride, p.q.row_stride, p.q.head_stride) ||
-      !vec16_ok(p.k.data, p.k.batch_stride, p.k.row_stride, p.k.head_stride) ||
-      !vec16_ok(p.v.data, p.v.batch_stride, p.v.row_stride, p.v.head_stride) ||
-      !vec16_ok(p.dout.data, p.dout.batch_stride, p.dout.row_stride, p.dout.head_stride) ||
-      !vec8_ok(p.dq.data, p.dq.batch_stride, p.dq.row_stride, p.dq.head_stride) ||
-      !vec8_ok(p.dk.data, p.dk.batch_stride, p.dk.row_stride, p.dk.head_stride) ||
-      !vec8_ok(p.dv.data, p.dv.batch_stride, p.dv.row_stride, p.dv.head_stride))
+  if (!vec16_ok(p.q) || !vec16_ok(p.k) || !vec16_ok(p.v) || !vec16_ok(p.dout) || !vec8_ok(p.dq) ||
+      !vec8_ok(p.dk) || !vec8_ok(p.dv))
     return false;
   return run_listed(kBwdKernels, p, stream);
 }
@@ -214,12 +205,10 @@ bool run_attn_bwd_prep(const AttnBwdPrepParams& p, cudaStream_t stream) {
   if (!attn_head_dim_supported(p.head_dim)) return false;
   if (p.batch < 0 || p.seqlen_q < 0 || p.seqlen_k < 0 || p.heads < 0 || p.heads_kv < 0) return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
-  auto rows16 = [](const auto& t, std::int64_t multiple) {
-    return aligned(t.data, 16) && t.batch_stride % multiple == 0 && t.row_stride % multiple == 0 &&
-           t.head_stride % multiple == 0;
-  };
   // 16-byte accesses: 8 16-bit or 4 fp32 elements
-  if (!rows16(p.o, 8) || !rows16(p.dout, 8) || !rows16(p.dq, 4) || !rows16(p.dk, 4) || !rows16(p.dv, 4)) return false;
+  if (!vec16_ok(p.o) || !vec16_ok(p.dout) || !rows_aligned(p.dq, 16, 4) || !rows_aligned(p.dk, 16, 4) ||
+      !rows_aligned(p.dv, 16, 4))
+    return false;
   launch_attn_bwd_prep(p, stream);
   return true;
 }
