@@ -75,7 +75,11 @@ void attention_fwd_update(const Exec& exec, const QV& q, const KV& k, const VV& 
   using T = typename QV::non_const_value_type;
   Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
   const double scale = resolved_scale(opts, int(q.extent(3)));
-  auto qc = Impl::canonical_in(q), kc = Impl::canonical_in(k), vc = Impl::canonical_in(v);
+  // One declaration each: a caller may mix memory spaces (check_qkv then throws), so
+  // the canonical types may differ.
+  auto qc = Impl::canonical_in(q);
+  auto kc = Impl::canonical_in(k);
+  auto vc = Impl::canonical_in(v);
   auto acc = Impl::canonical_out(state.acc);
   auto m = Impl::canonical_out_stats(state.m), l = Impl::canonical_out_stats(state.l);
   if (opts.path != KernelPath::Portable &&
@@ -142,10 +146,16 @@ void attention_bwd_update(const Exec& exec, const QV& q, const KV& k, const VV& 
   using T = typename QV::non_const_value_type;
   Impl::check_path<Exec>(where, opts, Impl::tuned_attn_avail<Exec, T>::value);
   const double scale = resolved_scale(opts, int(q.extent(3)));
-  auto qc = Impl::canonical_in(q), kc = Impl::canonical_in(k), vc = Impl::canonical_in(v);
+  // One declaration each, as in attention_fwd_update.
+  auto qc = Impl::canonical_in(q);
+  auto kc = Impl::canonical_in(k);
+  auto vc = Impl::canonical_in(v);
   auto doc = Impl::canonical_in(dout);
-  auto lc = Impl::canonical_in_stats(lse), dc = Impl::canonical_in_stats(delta);
-  auto gq = Impl::canonical_out(dq), gk = Impl::canonical_out(dk), gv = Impl::canonical_out(dv);
+  auto lc = Impl::canonical_in_stats(lse);
+  auto dc = Impl::canonical_in_stats(delta);
+  auto gq = Impl::canonical_out(dq);
+  auto gk = Impl::canonical_out(dk);
+  auto gv = Impl::canonical_out(dv);
   if (opts.path != KernelPath::Portable &&
       Impl::TunedAttnBwdUpdate<Exec, T>::run(exec, qc, kc, vc, doc, lc, dc, gq, gk, gv, opts.mask, scale,
                                              opts.deterministic))

@@ -103,6 +103,15 @@ struct HeadUnpack {
 template <class Exec, class Buf, class X>
 void unpack_heads(const Exec& exec, const Buf& buf, BlockSlot s, const HeadMap& m, const X& x, const char* label) {
   const long B = long(x.extent(0)), n = long(x.extent(1)), H = long(x.extent(2)), D = long(x.extent(3));
+  // Every head in at most one block (query heads; K/V heads unless replicated):
+  // the inverse of pack_heads, a plain row copy per block row. The summing loop
+  // below ran at 2.5 GB/s on CPU ranks, unvectorized.
+  bool disjoint = true;
+  for (int g = 0; g + 1 < m.ranks; ++g) disjoint = disjoint && m.first(g + 1) >= m.first(g) + m.local;
+  if (disjoint) {
+    move_rows<false>(exec, label, long(m.ranks) * B * n * m.local, x, buf, HeadRows{s, m, B, n, long(m.local), D});
+    return;
+  }
   for_each_row(exec, label, B * n * H, D, HeadUnpack<Buf, X>{buf, x, s, m, n, H, long(m.local), D});
 }
 
