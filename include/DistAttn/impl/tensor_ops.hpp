@@ -11,12 +11,14 @@ template <class Exec, class X, class Y>
 void add4(const Exec& exec, const X& x, const Y& y, const char* label) {
   using YT      = typename Y::non_const_value_type;
   const long n0 = long(y.extent(0)), n1 = long(y.extent(1)), n2 = long(y.extent(2)), n3 = long(y.extent(3));
-  const Index4 ix{n1, n2, n3};
+  const long per = elements_per_index<Exec>(n3);
+  const Index4 ix{n1, n2, n3 / per};
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, n0 * n1 * n2 * n3), KOKKOS_LAMBDA(long idx) {
-        int a, b, c, j;
-        ix(idx, a, b, c, j);
-        y(a, b, c, j) += YT(x(a, b, c, j));
+      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<long>>(exec, 0, n0 * n1 * n2 * (n3 / per)),
+      KOKKOS_LAMBDA(long idx) {
+        int a, b, c, j0;
+        ix(idx, a, b, c, j0);
+        for (int j = j0; j < j0 + int(per); ++j) y(a, b, c, j) += YT(x(a, b, c, j));
       });
 }
 
