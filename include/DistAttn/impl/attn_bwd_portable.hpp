@@ -143,10 +143,12 @@ struct AttnBwdPortable {
     const int nk  = (Sk - k0) < bc ? (Sk - k0) : bc;
     const int Dl  = D;
 
-    tile_view qs(team.team_scratch(level), br, D), dos(team.team_scratch(level), br, D);
-    tile_view ks(team.team_scratch(level), bc, D), vs(team.team_scratch(level), bc, D);
-    tile_view dks(team.team_scratch(level), bc, D), dvs(team.team_scratch(level), bc, D);
-    tile_view ps(team.team_scratch(level), br, bc), dss(team.team_scratch(level), br, bc);
+    auto tile = [&](int rows, int cols) { return scratch_tile<Exec, Acc>(team, level, rows, cols); };
+
+    const tile_view qs = tile(br, D), dos = tile(br, D);
+    const tile_view ks = tile(bc, D), vs = tile(bc, D);
+    const tile_view dks = tile(bc, D), dvs = tile(bc, D);
+    const tile_view ps = tile(br, bc), dss = tile(br, bc);
     scratch_view lses(team.team_scratch(level), br), dels(team.team_scratch(level), br);
 
     load_key_side(team, ks, vs, b, hk, k0, nk);
@@ -191,10 +193,11 @@ struct AttnBwdPortable {
     const int nq  = (Sq - q0) < br ? (Sq - q0) : br;
     const int Dl  = D;
 
-    tile_view qs(team.team_scratch(level), br, D), dos(team.team_scratch(level), br, D),
-        dqs(team.team_scratch(level), br, D);
-    tile_view ks(team.team_scratch(level), bc, D), vs(team.team_scratch(level), bc, D);
-    tile_view ps(team.team_scratch(level), br, bc), dss(team.team_scratch(level), br, bc);
+    auto tile = [&](int rows, int cols) { return scratch_tile<Exec, Acc>(team, level, rows, cols); };
+
+    const tile_view qs = tile(br, D), dos = tile(br, D), dqs = tile(br, D);
+    const tile_view ks = tile(bc, D), vs = tile(bc, D);
+    const tile_view ps = tile(br, bc), dss = tile(br, bc);
     scratch_view lses(team.team_scratch(level), br), dels(team.team_scratch(level), br);
 
     load_query_side(team, qs, dos, lses, dels, b, h, q0, nq);

@@ -76,11 +76,13 @@ struct AttnFwdUpdatePortable {
     const int q0  = qt * br;
     const int nq  = (Sq - q0) < br ? (Sq - q0) : br;
 
-    tile_view qs(team.team_scratch(level), br, D);
-    tile_view as(team.team_scratch(level), br, D);
-    tile_view ks(team.team_scratch(level), bc, D);
-    tile_view vs(team.team_scratch(level), bc, D);
-    tile_view ss(team.team_scratch(level), br, bc);
+    auto tile = [&](int rows, int cols) { return scratch_tile<Exec, Acc>(team, level, rows, cols); };
+
+    const tile_view qs = tile(br, D);
+    const tile_view as = tile(br, D);
+    const tile_view ks = tile(bc, D);
+    const tile_view vs = tile(bc, D);
+    const tile_view ss = tile(br, bc);
     scratch_view ms(team.team_scratch(level), br);
     scratch_view ls(team.team_scratch(level), br);
 

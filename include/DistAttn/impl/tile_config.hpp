@@ -28,11 +28,12 @@ struct ScratchShape {
   int n_row_vec;
 };
 
+/// pad: elements added to every tile row (tile_gemm.hpp, tile_row_pad).
 template <class Acc>
-inline std::size_t scratch_bytes(const ScratchShape& s, int br, int bc, int d) {
-  // +8 per array for Kokkos' scratch alignment padding.
-  const std::size_t n = std::size_t(s.n_row_tiles) * br * d + std::size_t(s.n_col_tiles) * bc * d +
-                        std::size_t(s.n_square) * br * bc + std::size_t(s.n_row_vec) * br;
+inline std::size_t scratch_bytes(const ScratchShape& s, int br, int bc, int d, int pad = 0) {
+  // +16 per array for the scratch alignment.
+  const std::size_t n = std::size_t(s.n_row_tiles) * br * (d + pad) + std::size_t(s.n_col_tiles) * bc * (d + pad) +
+                        std::size_t(s.n_square) * br * (bc + pad) + std::size_t(s.n_row_vec) * br;
   const int arrays = s.n_row_tiles + s.n_col_tiles + s.n_square + s.n_row_vec;
   return n * sizeof(Acc) + std::size_t(arrays) * 16;
 }
@@ -58,10 +59,11 @@ inline TileConfig choose_tiles(const ScratchShape& shape, int d, std::size_t lev
   }
   // Devices: start at 64 rows for small heads (more reuse of each staged K/V row),
   // 32 for d <= 128, 16 beyond, and halve until the tiles fit level-0 scratch.
+  // Rows padded by one element (tile_gemm.hpp, tile_row_pad).
   int t = d <= 64 ? 64 : (d <= 128 ? 32 : 16);
-  while (t > 8 && scratch_bytes<Acc>(shape, t, t, d) > level0_max) t /= 2;
+  while (t > 8 && scratch_bytes<Acc>(shape, t, t, d, 1) > level0_max) t /= 2;
   cfg.br = cfg.bc = t;
-  cfg.bytes = scratch_bytes<Acc>(shape, t, t, d);
+  cfg.bytes = scratch_bytes<Acc>(shape, t, t, d, 1);
   cfg.level = cfg.bytes <= level0_max ? 0 : 1;
   return cfg;
 }
