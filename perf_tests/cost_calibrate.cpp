@@ -20,6 +20,7 @@
 #include "common/args.hpp"
 #include "common/timer.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -99,12 +100,24 @@ void calibrate(const Exec& exec, const Config& c, const std::string& dtype, int 
     }
 }
 
+/// 16 Mi elements of head_dim d: 4096 rows of 8 * 128 / d heads (the executors' rows
+/// are of the table's head dims, and the row loops' per-row work depends on d).
+inline int calibration_heads(int d) { return d >= 8 * 128 ? 1 : 8 * 128 / d; }
+
+/// The merge rate, on two non-empty states (an empty row is skipped whole: made by
+/// make_state alone, the merge would read two statistics per row and nothing else).
 template <class T>
-double merge_bytes_per_s(const Exec& exec, const Config& c) {
+double merge_bytes_per_s(const Exec& exec, const Config& c, int d) {
   using Acc = accum_t<T>;
-  const int S = 4096, H = 8, d = 128;
+  const int S = 4096, H = calibration_heads(d);
   auto a = make_state<Acc>(exec, 1, S, H, d, "calibrate.merge_a");
   auto b = make_state<Acc>(exec, 1, S, H, d, "calibrate.merge_b");
+  Kokkos::deep_copy(exec, a.acc, Acc(1));
+  Kokkos::deep_copy(exec, a.m, Acc(0));
+  Kokkos::deep_copy(exec, a.l, Acc(1));
+  Kokkos::deep_copy(exec, b.acc, Acc(1));
+  Kokkos::deep_copy(exec, b.m, Acc(-0.5));
+  Kokkos::deep_copy(exec, b.l, Acc(1));
   const double t = median_seconds(exec, c, [&] { attention_merge(exec, a, b); });
   return 3.0 * double(S) * H * (d + 2) * sizeof(Acc) / t;
 }
@@ -113,9 +126,9 @@ double merge_bytes_per_s(const Exec& exec, const Config& c) {
 /// a position-ordered tensor cut into two contiguous shards), bytes read +
 /// written per second.
 template <class T>
-double copy_bytes_per_s(const Exec& exec, const Config& c) {
+double copy_bytes_per_s(const Exec& exec, const Config& c, int d) {
   using Mem = typename Exec::memory_space;
-  const int S = 4096, H = 8, d = 128;
+  const int S = 4096, H = calibration_heads(d);
   const std::size_t shard = std::size_t(S) * H * d;
   Tensor4<T, Mem> src("calibrate.copy_src", 1, 2 * S, H, d);
   Kokkos::View<T*, Mem> dst("calibrate.copy_dst", 2 * shard);
@@ -167,8 +180,10 @@ int main(int argc, char** argv) {
 #endif
         else DISTATTN_REQUIRE(false, "cost_calibrate", "--dtypes: '" << dt << "' is not available in this build");
       }
-    table.set_elementwise_bytes_per_s(merge_bytes_per_s<float>(exec, c));
-    table.set_copy_bytes_per_s(copy_bytes_per_s<float>(exec, c));
+    // One rate each for the table, measured at its smallest head dim (the most rows per byte).
+    const int dmin = *std::min_element(dims.begin(), dims.end());
+    table.set_elementwise_bytes_per_s(merge_bytes_per_s<float>(exec, c, dmin));
+    table.set_copy_bytes_per_s(copy_bytes_per_s<float>(exec, c, dmin));
     std::ofstream f(outpath);
     DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
     f << "# DistAttn cost-model tile throughput, measured by perf_tests/cost_calibrate on "
