@@ -85,8 +85,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
   const int n_iter   = G * per_head;
   if (n_iter == 0) return;  // no query sees this key tile: gradients unchanged
 
-  const Elem* kg = static_cast<const Elem*>(p.k.data) + b * p.k.batch_stride + hk * p.k.head_stride;
-  const Elem* vg = static_cast<const Elem*>(p.v.data) + b * p.v.batch_stride + hk * p.v.head_stride;
+  const Elem* kg = static_cast<const Elem*>(p.k.data) + p.k.at(b, 0, hk);
+  const Elem* vg = static_cast<const Elem*>(p.v.data) + p.v.at(b, 0, hk);
   const float sl2 = p.scale * kLog2e;
 
   // Query-side loads of step `it` (Q, dO, raw LSE and Delta; zero-filled past
@@ -95,8 +95,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
     const int gi = it / per_head;
     const int qt = first_qt + (it - gi * per_head);
     const int h  = hk * G + gi;
-    const Elem* qg  = static_cast<const Elem*>(p.q.data) + b * p.q.batch_stride + h * p.q.head_stride;
-    const Elem* dog = static_cast<const Elem*>(p.dout.data) + b * p.dout.batch_stride + h * p.dout.head_stride;
+    const Elem* qg  = static_cast<const Elem*>(p.q.data) + p.q.at(b, 0, h);
+    const Elem* dog = static_cast<const Elem*>(p.dout.data) + p.dout.at(b, 0, h);
     load_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q.row_stride, qt * BM, p.seqlen_q, tid, p.head_dim);
     load_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.dout.row_stride, qt * BM, p.seqlen_q, tid, p.head_dim);
     if (tid < BM) {
@@ -104,9 +104,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
       const bool ok = i < p.seqlen_q;
       const std::int64_t ii = ok ? i : 0;
       cp_async_4(smem_u32(sLse + stage * BM + tid),
-                 p.lse.data + b * p.lse.batch_stride + h * p.lse.head_stride + ii * p.lse.row_stride, ok);
+                 p.lse.data + p.lse.at(b, h, ii), ok);
       cp_async_4(smem_u32(sDelta + stage * BM + tid),
-                 p.delta.data + b * p.delta.batch_stride + h * p.delta.head_stride + ii * p.delta.row_stride, ok);
+                 p.delta.data + p.delta.at(b, h, ii), ok);
     }
   };
   auto store_limits = [&](int it, int stage) {
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
           }
         }
       }
-      float* dqg = p.dq.data + b * p.dq.batch_stride + h * p.dq.head_stride + w3d * C3 + 2 * t;
+      float* dqg = p.dq.data + p.dq.at(b, 0, h) + w3d * C3 + 2 * t;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -319,10 +319,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
     for (int r = 0; r < 2; ++r) {
       const int kr = k0 + w2k * 32 + mt * 16 + g + 8 * r;
       if (kr >= p.seqlen_k) continue;
-      float* dkp = p.dk.data + b * p.dk.batch_stride + std::int64_t(kr) * p.dk.row_stride + hk * p.dk.head_stride +
-                   w2d * C2 + 2 * t;
-      float* dvp = p.dv.data + b * p.dv.batch_stride + std::int64_t(kr) * p.dv.row_stride + hk * p.dv.head_stride +
-                   w2d * C2 + 2 * t;
+      float* dkp = p.dk.data + p.dk.at(b, kr, hk) + w2d * C2 + 2 * t;
+      float* dvp = p.dv.data + p.dv.at(b, kr, hk) + w2d * C2 + 2 * t;
 #pragma unroll
       for (int i = 0; i < C2 / 8; ++i) {
         if (w2d * C2 + i * 8 >= p.head_dim) break;  // zero padding of a head_dim below D

@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   const int n_iter   = G * per_head;
   if (n_iter == 0) return;  // no query sees this key tile: gradients unchanged
 
-  const Elem* kg = static_cast<const Elem*>(p.k.data) + b * p.k.batch_stride + hk * p.k.head_stride;
-  const Elem* vg = static_cast<const Elem*>(p.v.data) + b * p.v.batch_stride + hk * p.v.head_stride;
+  const Elem* kg = static_cast<const Elem*>(p.k.data) + p.k.at(b, 0, hk);
+  const Elem* vg = static_cast<const Elem*>(p.v.data) + p.v.at(b, 0, hk);
   const float sl2 = p.scale * kLog2e;
 
   auto q_tile = [&](int it, int& qt, int& h) {
@@ -114,8 +114,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   auto issue_q_side = [&](int it, int stage, int tid_l) {
     int qt, h;
     q_tile(it, qt, h);
-    const Elem* qg  = static_cast<const Elem*>(p.q.data) + b * p.q.batch_stride + h * p.q.head_stride;
-    const Elem* dog = static_cast<const Elem*>(p.dout.data) + b * p.dout.batch_stride + h * p.dout.head_stride;
+    const Elem* qg  = static_cast<const Elem*>(p.q.data) + p.q.at(b, 0, h);
+    const Elem* dog = static_cast<const Elem*>(p.dout.data) + p.dout.at(b, 0, h);
     load_atom_tile_async<BM, D, NT>(sQ0 + stage * kQBytes, qg, p.q.row_stride, qt * BM, p.seqlen_q, tid_l,
                                     p.head_dim);
     load_atom_tile_async<BM, D, NT>(sdO0 + stage * kQBytes, dog, p.dout.row_stride, qt * BM, p.seqlen_q, tid_l,
@@ -125,9 +125,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
       const bool ok = i < p.seqlen_q;
       const std::int64_t ii = ok ? i : 0;
       cp_async_4(smem_u32(sLse + stage * BM + tid_l),
-                 p.lse.data + b * p.lse.batch_stride + h * p.lse.head_stride + ii * p.lse.row_stride, ok);
+                 p.lse.data + p.lse.at(b, h, ii), ok);
       cp_async_4(smem_u32(sDelta + stage * BM + tid_l),
-                 p.delta.data + b * p.delta.batch_stride + h * p.delta.head_stride + ii * p.delta.row_stride, ok);
+                 p.delta.data + p.delta.at(b, h, ii), ok);
     }
   };
   auto store_limits = [&](int it, int stage) {
@@ -260,7 +260,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
     int qt, h;
     q_tile(it, qt, h);
     const int c0 = kDqSplitKeys ? 0 : wg * 64;  // first column of this warpgroup's dQ
-    float* dqg   = p.dq.data + b * p.dq.batch_stride + h * p.dq.head_stride + c0 + 2 * t;
+    float* dqg   = p.dq.data + p.dq.at(b, 0, h) + c0 + 2 * t;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int qrow = qt * BM + warp * 16 + g + 8 * r;
@@ -314,8 +314,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_wgmm
   for (int r = 0; r < 2; ++r) {
     const int kr = k0 + krow + 8 * r;
     if (kr >= p.seqlen_k) continue;
-    float* dkp = p.dk.data + b * p.dk.batch_stride + std::int64_t(kr) * p.dk.row_stride + hk * p.dk.head_stride + 2 * t;
-    float* dvp = p.dv.data + b * p.dv.batch_stride + std::int64_t(kr) * p.dv.row_stride + hk * p.dv.head_stride + 2 * t;
+    float* dkp = p.dk.data + p.dk.at(b, kr, hk) + 2 * t;
+    float* dvp = p.dv.data + p.dv.at(b, kr, hk) + 2 * t;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D

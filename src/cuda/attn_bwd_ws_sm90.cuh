@@ -189,8 +189,8 @@ __global__ void __launch_bounds__(384, 1)
           const int i   = qt * BM + lane + 32 * r;
           const bool ok = i < p.seqlen_q;
           const std::int64_t ii = ok ? i : 0;
-          lse_r[r]   = ok ? p.lse.data[b * p.lse.batch_stride + h * p.lse.head_stride + ii * p.lse.row_stride] : 0.f;
-          delta_r[r] = ok ? p.delta.data[b * p.delta.batch_stride + h * p.delta.head_stride + ii * p.delta.row_stride] : 0.f;
+          lse_r[r]   = ok ? p.lse.data[p.lse.at(b, h, ii)] : 0.f;
+          delta_r[r] = ok ? p.delta.data[p.delta.at(b, h, ii)] : 0.f;
           lim_r[r]   = ok ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, i) : 0;
         }
         if (it >= NQS) mbar_wait(bar_empty(s), ((it / NQS) - 1) & 1);
@@ -469,8 +469,8 @@ __global__ void __launch_bounds__(384, 1)
   for (int r = 0; r < 2; ++r) {
     const int kr = k0 + krow + 8 * r;
     if (kr >= p.seqlen_k) continue;
-    float* dkp = p.dk.data + b * p.dk.batch_stride + std::int64_t(kr) * p.dk.row_stride + hk * p.dk.head_stride + 2 * t;
-    float* dvp = p.dv.data + b * p.dv.batch_stride + std::int64_t(kr) * p.dv.row_stride + hk * p.dv.head_stride + 2 * t;
+    float* dkp = p.dk.data + p.dk.at(b, kr, hk) + 2 * t;
+    float* dvp = p.dv.data + p.dv.at(b, kr, hk) + 2 * t;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {
       if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D

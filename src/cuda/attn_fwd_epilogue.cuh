@@ -25,8 +25,7 @@ __device__ __forceinline__ void write_direct_row(const AttnFwdParams& p, int b, 
                                                  float l_tot, Get get) {
   const bool empty = m2 == -INFINITY || !(l_tot > 0.f);
   const float inv  = empty ? 0.f : 1.f / l_tot;
-  Elem* orow = static_cast<Elem*>(p.o.data) + b * p.o.batch_stride + std::int64_t(row) * p.o.row_stride +
-               h * p.o.head_stride;
+  Elem* orow = static_cast<Elem*>(p.o.data) + p.o.at(b, row, h);
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D
@@ -37,7 +36,7 @@ __device__ __forceinline__ void write_direct_row(const AttnFwdParams& p, int b, 
         ElemOps<Elem>::pack(empty ? 0.f : v.x * inv, empty ? 0.f : v.y * inv);
   }
   if (t == 0)
-    p.lse.data[b * p.lse.batch_stride + h * p.lse.head_stride + std::int64_t(row) * p.lse.row_stride] =
+    p.lse.data[p.lse.at(b, h, row)] =
         empty ? -INFINITY : (m2 + log2f(l_tot)) * kLn2;
 }
 
@@ -51,15 +50,15 @@ template <int D, class Get>
 __device__ __forceinline__ void merge_state_row(const AttnFwdParams& p, int b, int h, int row, int t, float m2,
                                                 float l_loc, Get get) {
   if (m2 == -INFINITY) return;  // nothing admissible: state unchanged
-  const std::int64_t mi = b * p.m.batch_stride + h * p.m.head_stride + std::int64_t(row) * p.m.row_stride;
-  const std::int64_t li = b * p.l.batch_stride + h * p.l.head_stride + std::int64_t(row) * p.l.row_stride;
+  const std::int64_t mi = p.m.at(b, h, row);
+  const std::int64_t li = p.l.at(b, h, row);
   const float m_in   = p.m.data[mi];
   const float m_in2  = m_in * kLog2e;  // -inf stays -inf
   const float l_in   = p.l.data[li];
   const float m_new2 = fmaxf(m_in2, m2);
   const float e_in   = m_in2 == -INFINITY ? 0.f : ex2(m_in2 - m_new2);
   const float e_loc  = ex2(m2 - m_new2);
-  float* accrow = p.acc.data + b * p.acc.batch_stride + std::int64_t(row) * p.acc.row_stride + h * p.acc.head_stride;
+  float* accrow = p.acc.data + p.acc.at(b, row, h);
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     if (j * 8 >= p.head_dim) break;  // zero padding of a head_dim below D

@@ -100,9 +100,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
                           : 0;
     }
 
-  const Elem* qg = static_cast<const Elem*>(p.q.data) + b * p.q.batch_stride + h * p.q.head_stride;
-  const Elem* kg = static_cast<const Elem*>(p.k.data) + b * p.k.batch_stride + hk * p.k.head_stride;
-  const Elem* vg = static_cast<const Elem*>(p.v.data) + b * p.v.batch_stride + hk * p.v.head_stride;
+  const Elem* qg = static_cast<const Elem*>(p.q.data) + p.q.at(b, 0, h);
+  const Elem* kg = static_cast<const Elem*>(p.k.data) + p.k.at(b, 0, hk);
+  const Elem* vg = static_cast<const Elem*>(p.v.data) + p.v.at(b, 0, hk);
 
   int kt = n_kt - 1;
   load_tile_async<BM, D, NT>(sQ, qg, p.q.row_stride, q0, p.seqlen_q, tid, p.head_dim);
