@@ -18,6 +18,13 @@ struct TileConfig {
   std::size_t bytes = 0;
 };
 
+/// Elements each scratch tile row is padded by. Devices: one. Row strides of 64 or
+/// 128 words are 0 mod the 32 shared-memory banks, so lanes walking down a column
+/// (B = K^T in Q K^T, TeamGemm's 2-row blocks of A) would all hit one bank. Host
+/// tiles stay contiguous: their BLAS call takes them as LayoutRight (tile_gemm.hpp).
+template <class Exec>
+inline constexpr int tile_row_pad = compat::host_accessible_v<Exec> ? 0 : 1;
+
 /// Bytes of team scratch, as a function of (br, bc), for one kernel.
 /// n_row_tiles / n_col_tiles: how many [br x d] and [bc x d] tiles it stages;
 /// n_square: [br x bc] tiles; n_row_vec: per-row scalars.
@@ -28,7 +35,7 @@ struct ScratchShape {
   int n_row_vec;
 };
 
-/// pad: elements added to every tile row (tile_gemm.hpp, tile_row_pad).
+/// pad: elements added to every tile row (tile_row_pad).
 template <class Acc>
 inline std::size_t scratch_bytes(const ScratchShape& s, int br, int bc, int d, int pad = 0) {
   // +16 per array for the scratch alignment.
@@ -59,11 +66,11 @@ inline TileConfig choose_tiles(const ScratchShape& shape, int d, std::size_t lev
   }
   // Devices: start at 64 rows for small heads (more reuse of each staged K/V row),
   // 32 for d <= 128, 16 beyond, and halve until the tiles fit level-0 scratch.
-  // Rows padded by one element (tile_gemm.hpp, tile_row_pad).
+  constexpr int pad = tile_row_pad<Exec>;
   int t = d <= 64 ? 64 : (d <= 128 ? 32 : 16);
-  while (t > 8 && scratch_bytes<Acc>(shape, t, t, d, 1) > level0_max) t /= 2;
+  while (t > 8 && scratch_bytes<Acc>(shape, t, t, d, pad) > level0_max) t /= 2;
   cfg.br = cfg.bc = t;
-  cfg.bytes = scratch_bytes<Acc>(shape, t, t, d, 1);
+  cfg.bytes = scratch_bytes<Acc>(shape, t, t, d, pad);
   cfg.level = cfg.bytes <= level0_max ? 0 : 1;
   return cfg;
 }

@@ -16,6 +16,7 @@
 //   teams' vector length of 1 only as many threads as C has rows (32 of 128) worked.
 
 #include <DistAttn/core/kokkos_compat.hpp>
+#include <DistAttn/impl/tile_config.hpp>
 
 #include <KokkosBatched_Gemm_Decl.hpp>
 #include <KokkosBlas3_gemm.hpp>
@@ -33,13 +34,6 @@ using TileT = KokkosBatched::Trans::Transpose;
 template <class Exec, class Acc>
 using ScratchTile =
     Kokkos::View<Acc**, Kokkos::LayoutStride, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-
-/// Devices: one element more per row. Row strides of 64 or 128 words are 0 mod the
-/// 32 shared-memory banks, so lanes walking down a column (B = K^T in Q K^T,
-/// TeamGemm's 2-row blocks of A) would all hit one bank. Host tiles stay
-/// contiguous: their BLAS call takes them as LayoutRight.
-template <class Exec>
-inline constexpr int tile_row_pad = compat::host_accessible_v<Exec> ? 0 : 1;
 
 /// A rows x cols tile carved from the team's level-`level` scratch.
 template <class Exec, class Acc, class Member>
