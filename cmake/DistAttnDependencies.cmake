@@ -92,6 +92,10 @@ if(DISTATTN_KOKKOS_HAS_CUDA)  # cuBLAS for 16-bit projections (impl/cublas_gemm.
 endif()
 
 if(DistAttn_ENABLE_MPI)
+  # DistAttn calls MPI's C API only. Without this, Open MPI 4's mpi.h pulls in the
+  # C++ bindings (removed from the standard in MPI-3), and every program needs
+  # libmpi_cxx, which Open MPI 5 no longer ships.
+  set(MPI_CXX_SKIP_MPICXX ON)
   _distattn_find(MPI COMPONENTS CXX)
 endif()
 
