@@ -1,15 +1,22 @@
 // cost_calibrate: times the building block on this device for the cost model's
 // shape classes (schedule/tile_throughput.hpp) and writes the table it loads.
 //
-//   cost_calibrate -o tiles.txt [--dtypes float,double] [--dims 64,128] [--heads 4]
-//                  [--sizes 128,384] [-w 1 -n 5]
+//   [mpiexec -n K] cost_calibrate -o tiles.txt [--dtypes float,double] [--dims 64,128] [--heads 4]
+//                  [--sizes 128,384,768] [-w 1 -n 5]
 //
 // Per class (fwd/bwd x full/causal x dtype x head_dim) it times
-// attention_fwd_update / attention_bwd_update on one square block at two sizes
-// (medians over -n runs) and fits  time = overhead + FLOPs / rate  through the
-// two points (FLOP convention of docs/PERFORMANCE.md; causal counts kept pairs, and
+// attention_fwd_update / attention_bwd_update on one square block at each size
+// (medians over -n runs) and fits  time = overhead + FLOPs / rate  to the points
+// (fit_tile_rate; FLOP convention of docs/PERFORMANCE.md; causal counts kept pairs, and
 // on host spaces both kinds count the whole tiles the portable kernels run, Impl::host_tile_rows).
-// If the fit gives a negative overhead, overhead = 0 and rate = the larger block's.
+// Use the head count of the runs the table is for: on CPU ranks the rate falls
+// as the heads' data outgrows the caches (72 heads run ~12 % slower than 4).
+//
+// Started on K MPI ranks, every rank runs the same call at the same moment and the
+// time from the barrier before it to the barrier after it is the one fitted: ranks
+// that share a host's memory bandwidth and caches (or, oversubscribed, its cores)
+// run slower together than one alone, and the executors wait for the slowest.
+// Calibrate with as many ranks per host as the runs will have.
 // It also times attention_merge for the memory-bound passes (elementwise rate)
 // and a row reorder for the executors' packing and interleaving (copy rate).
 #include <DistAttn/DistAttn.hpp>
@@ -20,7 +27,13 @@
 #include "common/args.hpp"
 #include "common/timer.hpp"
 
+#if DISTATTN_ENABLE_MPI
+#include <mpi.h>
+#endif
+
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -36,11 +49,35 @@ namespace {
 
 struct Config {
   int heads = 4, warmup = 1, iters = 5;
-  std::vector<int> sizes{128, 384};
+  int ranks = 1;  ///< MPI ranks timing at once
+  std::vector<int> sizes{128, 384, 768};
 };
 
+/// The median time of fn. On several ranks each timed call starts together on every
+/// rank and ends when the last rank's call ends, as an executor's step does: a rank's
+/// own elapsed time would miss the time it waited for a core. Ranks outnumbering
+/// cores run a call shorter than a scheduler time slice without sharing, one after
+/// another, and only the barrier-to-barrier time shows that.
 template <class F>
 double median_seconds(const Exec& exec, const Config& c, F&& fn) {
+#if DISTATTN_ENABLE_MPI
+  if (c.ranks > 1) {
+    for (int i = 0; i < c.warmup; ++i) fn();
+    exec.fence();
+    std::vector<double> t;
+    for (int i = 0; i < c.iters; ++i) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const double t0 = MPI_Wtime();
+      fn();
+      exec.fence();
+      MPI_Barrier(MPI_COMM_WORLD);
+      t.push_back(MPI_Wtime() - t0);
+    }
+    double m = Perf::median(t);
+    MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+  }
+#endif
   EventTimer<Exec> timer(exec);
   return Perf::median_seconds(timer, c.warmup, c.iters, fn);
 }
@@ -72,11 +109,15 @@ void time_block(const Exec& exec, const Config& c, int S, int d, double out[2][2
 }
 
 template <class T>
-void calibrate(const Exec& exec, const Config& c, const std::string& dtype, int d, TileThroughput& table) {
-  const int s1 = c.sizes[0], s2 = c.sizes[1];
-  double t1[2][2], t2[2][2];
-  time_block<T>(exec, c, s1, d, t1);
-  time_block<T>(exec, c, s2, d, t2);
+void calibrate(const Exec& exec, const Config& c, const std::string& dtype, int d, TileThroughput& table,
+               std::ostream& log) {
+  std::vector<std::array<std::array<double, 2>, 2>> t(c.sizes.size());
+  for (std::size_t i = 0; i < c.sizes.size(); ++i) {
+    double ti[2][2];
+    time_block<T>(exec, c, c.sizes[i], d, ti);
+    for (int dir = 0; dir < 2; ++dir)
+      for (int kind = 0; kind < 2; ++kind) t[i][dir][kind] = ti[dir][kind];
+  }
   for (int dir = 0; dir < 2; ++dir)
     for (int kind = 0; kind < 2; ++kind) {
       const TileDirection td = dir == 0 ? TileDirection::Forward : TileDirection::Backward;
@@ -86,17 +127,25 @@ void calibrate(const Exec& exec, const Config& c, const std::string& dtype, int 
       const std::int64_t tile_rows = compat::host_accessible_v<Exec> ? Impl::host_tile_rows(d) : 0;
       TileThroughput shape;
       shape.set(cls, TileRate{1, 0, tile_rows});
-      auto pairs = [&](int S) { return shape.block_pairs(cls, {0, 1}, S, {0, 1}, S); };
-      const double f1 = block_flops(td, c.heads, d, pairs(s1)), f2 = block_flops(td, c.heads, d, pairs(s2));
-      TileRate r;
-      r.flops_per_s = (f2 - f1) / (t2[dir][kind] - t1[dir][kind]);
-      r.overhead_s = t1[dir][kind] - f1 / r.flops_per_s;
-      if (!(r.flops_per_s > 0) || r.overhead_s < 0) r = TileRate{f2 / t2[dir][kind], 0.0};
+      std::vector<double> flops, seconds;
+      for (std::size_t i = 0; i < c.sizes.size(); ++i) {
+        const int S = c.sizes[i];
+        flops.push_back(block_flops(td, c.heads, d, shape.block_pairs(cls, {0, 1}, S, {0, 1}, S)));
+        seconds.push_back(t[i][dir][kind]);
+      }
+      TileRate r = fit_tile_rate(flops, seconds);
       r.tile_rows = tile_rows;
+      // Host kernels pay their fixed cost per head (TileRate::overhead_per_head).
+      if (compat::host_accessible_v<Exec>) r.overhead_s /= c.heads, r.overhead_per_head = true;
       table.set(cls, r);
-      std::cout << "# " << TileThroughput::describe(cls) << ": " << t1[dir][kind] * 1e3 << " ms at S=" << s1 << ", "
-                << t2[dir][kind] * 1e3 << " ms at S=" << s2 << " -> " << r.flops_per_s * 1e-9 << " GFLOP/s, overhead "
-                << r.overhead_s * 1e6 << " us\n";
+      log << "# " << TileThroughput::describe(cls) << ":";
+      for (std::size_t i = 0; i < c.sizes.size(); ++i) {
+        const double model = r.overhead_s * (r.overhead_per_head ? c.heads : 1) + flops[i] / r.flops_per_s;
+        log << " S=" << c.sizes[i] << " " << seconds[i] * 1e3 << " ms (fit " << std::showpos
+            << std::lround(100 * (model - seconds[i]) / seconds[i]) << std::noshowpos << " %)";
+      }
+      log << " -> " << r.flops_per_s * 1e-9 << " GFLOP/s, overhead " << r.overhead_s * 1e6 << " us"
+          << (r.overhead_per_head ? " per head" : "") << "\n";
     }
 }
 
@@ -141,13 +190,21 @@ double copy_bytes_per_s(const Exec& exec, const Config& c, int d) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  int rank = 0, ranks = 1;
+#if DISTATTN_ENABLE_MPI
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+#endif
   Kokkos::initialize(argc, argv);
   int rc = 0;
+  std::ostringstream discard;
+  std::ostream& log = rank == 0 ? std::cout : discard;
   try {
     Config c;
     std::string outpath;
     std::vector<std::string> dtypes{"float", "double"};
-    std::vector<int> dims{64, 128}, sizes{128, 384};
+    std::vector<int> dims{64, 128}, sizes{128, 384, 768};
     CLI::App app("Times the building block per shape class and writes the cost model's tile table.",
                  "cost_calibrate");
     app.add_option("--heads", c.heads, "heads")->check(at_least(1))->capture_default_str();
@@ -157,26 +214,31 @@ int main(int argc, char** argv) {
     app.add_option("--dtypes", dtypes, "element types")->delimiter(',')->check(CLI::IsMember(dtype_choices()))
         ->capture_default_str();
     app.add_option("--dims", dims, "head dims")->delimiter(',')->check(at_least(1))->capture_default_str();
-    app.add_option("--sizes", sizes, "two increasing block sizes")->delimiter(',')->check(at_least(1))
+    app.add_option("--sizes", sizes, "two or more increasing block sizes")->delimiter(',')->check(at_least(1))
         ->capture_default_str();
     if (!parse_command_line(app, argc, argv)) {
-      std::cout << app.help();
+      log << app.help();
       Kokkos::finalize();
+#if DISTATTN_ENABLE_MPI
+      MPI_Finalize();
+#endif
       return 0;
     }
-    DISTATTN_REQUIRE(sizes.size() == 2 && sizes[0] > 0 && sizes[1] > sizes[0], "cost_calibrate",
-                     "--sizes must be two increasing block sizes, e.g. 128,384");
+    DISTATTN_REQUIRE(sizes.size() >= 2 && std::is_sorted(sizes.begin(), sizes.end()) &&
+                         std::adjacent_find(sizes.begin(), sizes.end()) == sizes.end() && sizes[0] > 0,
+                     "cost_calibrate", "--sizes must be two or more increasing block sizes, e.g. 128,384,768");
     DISTATTN_REQUIRE(c.iters >= 1 && c.heads >= 1, "cost_calibrate", "-n and --heads must be >= 1");
     c.sizes = sizes;
+    c.ranks = ranks;
     Exec exec;
     TileThroughput table;
     for (const auto& dt : dtypes)
       for (int d : dims) {
-        if (dt == "float") calibrate<float>(exec, c, dt, d, table);
-        else if (dt == "double") calibrate<double>(exec, c, dt, d, table);
+        if (dt == "float") calibrate<float>(exec, c, dt, d, table, log);
+        else if (dt == "double") calibrate<double>(exec, c, dt, d, table, log);
 #if defined(KOKKOS_ENABLE_CUDA)
-        else if (dt == "bf16" && compat::has_bhalf) calibrate<compat::bhalf_t>(exec, c, dt, d, table);
-        else if (dt == "fp16" && compat::has_half) calibrate<compat::half_t>(exec, c, dt, d, table);
+        else if (dt == "bf16" && compat::has_bhalf) calibrate<compat::bhalf_t>(exec, c, dt, d, table, log);
+        else if (dt == "fp16" && compat::has_half) calibrate<compat::half_t>(exec, c, dt, d, table, log);
 #endif
         else DISTATTN_REQUIRE(false, "cost_calibrate", "--dtypes: '" << dt << "' is not available in this build");
       }
@@ -184,16 +246,26 @@ int main(int argc, char** argv) {
     const int dmin = *std::min_element(dims.begin(), dims.end());
     table.set_elementwise_bytes_per_s(merge_bytes_per_s<float>(exec, c, dmin));
     table.set_copy_bytes_per_s(copy_bytes_per_s<float>(exec, c, dmin));
-    std::ofstream f(outpath);
-    DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
-    f << "# DistAttn cost-model tile throughput, measured by perf_tests/cost_calibrate on "
-      << Exec::name() << " (heads " << c.heads << ", block sizes " << sizes[0] << " and " << sizes[1] << ")\n"
-      << table.to_text();
-    std::cout << table.to_text();
+    if (rank == 0) {
+      std::ostringstream head;
+      head << "# DistAttn cost-model tile throughput, measured by perf_tests/cost_calibrate on " << Exec::name()
+           << " (heads " << c.heads << ", block sizes";
+      for (int S : sizes) head << ' ' << S;
+      head << ", " << ranks << " rank" << (ranks > 1 ? "s at once, barrier to barrier" : "") << ")\n";
+      std::ofstream f(outpath);
+      DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
+      f << head.str() << table.to_text();
+      std::cout << head.str() << table.to_text();
+    }
   } catch (const std::exception& e) {
-    std::cerr << "cost_calibrate: " << e.what() << "\n";
+    std::cerr << "cost_calibrate (rank " << rank << "): " << e.what() << "\n";
     rc = 1;
   }
   Kokkos::finalize();
+#if DISTATTN_ENABLE_MPI
+  // A rank whose options were bad stops everyone (the others would wait in a barrier).
+  if (rc != 0) MPI_Abort(MPI_COMM_WORLD, rc);
+  MPI_Finalize();
+#endif
   return rc;
 }

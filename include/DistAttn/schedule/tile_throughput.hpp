@@ -13,7 +13,7 @@
 /// the work the kernel spends on partially masked tiles.
 ///
 /// Stored as text, one class per line (`#` starts a comment):
-///   tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> <overhead_s> [<tile_rows>]
+///   tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> <overhead_s> [<tile_rows> [per_head]]
 ///   elementwise <bytes_per_s>       (merges and gradient sums; 0 = not modelled)
 ///   copy <bytes_per_s>              (reorders: packing, interleaving, zeroing; 0 = not modelled)
 /// perf_tests/cost_calibrate writes such a file for the device it runs on.
@@ -22,6 +22,8 @@
 /// tile_rows tiles, so a block's work is counted in tiles (tile_pairs), not kept
 /// pairs. It matters where blocks are not much larger than a tile: CPU ranks,
 /// whose portable kernel works on 64-row tiles, running zigzag's half-chunks.
+/// per_head (optional): overhead_s is charged once per batch x head of a call
+/// (TileRate::overhead_per_head), as cost_calibrate measures it on host spaces.
 
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/schedule/causal_pairs.hpp>
@@ -33,6 +35,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace DistAttn {
 
@@ -48,8 +51,12 @@ struct ShapeClass {
 
 struct TileRate {
   double flops_per_s = 0;       ///< useful FLOPs per second (convention above)
-  double overhead_s = 0;        ///< fixed cost of one call (launch, setup)
+  double overhead_s = 0;        ///< fixed cost of one call (launch, setup), or of one head of it
   std::int64_t tile_rows = 0;   ///< whole tiles of this many rows (0: pairs counted exactly)
+  /// overhead_s is per batch x head of a call, not per call: the host kernels
+  /// set up and finish each head on its own (11-34 us a head on the development
+  /// machine's CPU, d = 64), where a GPU launch covers every head at once.
+  bool overhead_per_head = false;
 };
 
 inline const char* to_string(TileDirection d) { return d == TileDirection::Forward ? "fwd" : "bwd"; }
@@ -71,6 +78,31 @@ inline int accum_bytes(const std::string& dtype) { return dtype_bytes(dtype) == 
 inline double block_flops(TileDirection dir, double batch_heads, double head_dim, double pairs) {
   const double fwd = 4.0 * batch_heads * head_dim * pairs;
   return dir == TileDirection::Forward ? fwd : 2.5 * fwd;
+}
+
+/// The call model t = overhead + flops / rate fitted to measured calls (flops[i]
+/// took seconds[i]), weighting each point by 1/seconds^2: the model is used on
+/// blocks from one tile to thousands of rows, so it is the relative error that must
+/// stay small at both ends, which an unweighted fit would give up at the small
+/// blocks. A negative intercept (noise, or blocks that run slower per FLOP as they
+/// outgrow a cache) is clamped to 0 and the rate refitted through the origin.
+inline TileRate fit_tile_rate(const std::vector<double>& flops, const std::vector<double>& seconds) {
+  constexpr const char* where = "DistAttn::fit_tile_rate";
+  DISTATTN_REQUIRE(flops.size() == seconds.size() && flops.size() >= 2, where,
+                   "need at least two (flops, seconds) points of equal count, got " << flops.size() << " and "
+                                                                                    << seconds.size());
+  double sw = 0, sf = 0, st = 0, sff = 0, sft = 0;
+  for (std::size_t i = 0; i < flops.size(); ++i) {
+    DISTATTN_REQUIRE(std::isfinite(flops[i]) && flops[i] > 0 && std::isfinite(seconds[i]) && seconds[i] > 0, where,
+                     "point " << i << " must have flops > 0 and seconds > 0, got " << flops[i] << ", " << seconds[i]);
+    const double w = 1.0 / (seconds[i] * seconds[i]);
+    sw += w, sf += w * flops[i], st += w * seconds[i], sff += w * flops[i] * flops[i], sft += w * flops[i] * seconds[i];
+  }
+  const double det = sw * sff - sf * sf;
+  double a = det > 0 ? (st * sff - sf * sft) / det : -1.0, b = det > 0 ? (sw * sft - sf * st) / det : 0.0;
+  if (!(a >= 0) || !(b > 0)) a = 0, b = sft / sff;
+  DISTATTN_REQUIRE(b > 0 && std::isfinite(b), where, "the points give no positive rate");
+  return TileRate{1.0 / b, a, 0};
 }
 
 class TileThroughput {
@@ -98,7 +130,8 @@ class TileThroughput {
   double call_seconds(const ShapeClass& c, double batch_heads, double pairs) const {
     if (pairs <= 0) return 0;
     const TileRate r = rate(c);
-    return r.overhead_s + block_flops(c.direction, batch_heads, c.head_dim, pairs) / r.flops_per_s;
+    return r.overhead_s * (r.overhead_per_head ? batch_heads : 1.0) +
+           block_flops(c.direction, batch_heads, c.head_dim, pairs) / r.flops_per_s;
   }
   /// The pairs a call on nq query rows at positions q against nk keys at k is
   /// charged for: kept pairs (causal) or all of them, or whole tiles where the
@@ -120,7 +153,7 @@ class TileThroughput {
                      "factor must be finite and > 0, got " << factor);
     TileThroughput t = *this;
     for (auto& kv : t.rates_)
-      kv.second = TileRate{kv.second.flops_per_s / factor, kv.second.overhead_s * factor, kv.second.tile_rows};
+      kv.second.flops_per_s /= factor, kv.second.overhead_s *= factor;
     t.elementwise_ /= factor;
     t.copy_ /= factor;
     return t;
@@ -149,7 +182,8 @@ class TileThroughput {
     for (const auto& [k, r] : rates_) {
       os << "tile " << std::get<0>(k) << ' ' << std::get<1>(k) << ' ' << std::get<2>(k) << ' ' << std::get<3>(k)
          << ' ' << r.flops_per_s << ' ' << r.overhead_s;
-      if (r.tile_rows > 0) os << ' ' << r.tile_rows;
+      if (r.tile_rows > 0 || r.overhead_per_head) os << ' ' << r.tile_rows;
+      if (r.overhead_per_head) os << " per_head";
       os << '\n';
     }
     os << "elementwise " << elementwise_ << '\n';
@@ -188,8 +222,15 @@ class TileThroughput {
       DISTATTN_REQUIRE(ls >> dir >> kind >> c.dtype >> c.head_dim >> r.flops_per_s >> r.overhead_s, where,
                        source << ":" << lineno
                               << ": expected 'tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> "
-                                 "<overhead_s> [<tile_rows>]'");
-      if (std::int64_t rows = 0; ls >> rows) r.tile_rows = rows;
+                                 "<overhead_s> [<tile_rows> [per_head]]'");
+      if (std::int64_t rows = 0; ls >> rows) {
+        r.tile_rows = rows;
+        if (std::string unit; ls >> unit) {
+          DISTATTN_REQUIRE(unit == "per_head", where,
+                           source << ":" << lineno << ": '" << unit << "' after tile_rows is not 'per_head'");
+          r.overhead_per_head = true;
+        }
+      }
       DISTATTN_REQUIRE(dir == "fwd" || dir == "bwd", where,
                        source << ":" << lineno << ": direction '" << dir << "' is not fwd or bwd");
       DISTATTN_REQUIRE(kind == "full" || kind == "causal", where,
