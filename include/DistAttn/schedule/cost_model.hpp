@@ -103,7 +103,7 @@ inline Prediction predict(const ExecutorChoice& ch, const AttnProblem& pr, int P
   AttnProblem inner = padded;
   inner.heads = h.local_heads(), inner.kv_heads = h.local_kv_heads();
   const Prediction in = Impl::predict_sequence(ch, ch.inner, ch.inner_rows, ch.inner_cols, inner, S, m,
-                                               RankPlacement{0, U, m.gpus_per_node});
+                                               RankPlacement{0, U, m.gpus_per_node, U});
   out.choice.inner_rows = in.choice.rows, out.choice.inner_cols = in.choice.cols;
   const UlyssesSizes z = ulysses_sizes(padded, U, padded.seq_len / P);
   const RankPlacement group{0, 1, m.gpus_per_node};

@@ -89,10 +89,11 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
   auto merge_seconds = [&](const Transfer& tr) { return tr.active() ? m.tiles.elementwise_seconds(3 * bytes(tr)) : 0.0; };
 
   std::vector<double> sent(P, 0.0), received(P, 0.0);
+  std::vector<double> compute_x(P), merge_x(P), xfer_x(P);
   PassTimeline tl;
   tl.p.steps = T;
   for (int t = 0; t <= T; ++t) {
-    double step_s = 0, step_compute = 0;
+    double work_sum = 0, work_max = 0;
     for (int x = 0; x < P; ++x) {
       ConcurrentTransfers inflight;
       auto add = [&](const Transfer& tr, bool is_send) {
@@ -117,8 +118,15 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
         add(prev.recv_result, false);
         merge = merge_seconds(prev.recv_result);
       }
-      step_s = std::max(step_s, std::max(compute, inflight.seconds(m)) + merge);
-      step_compute = std::max(step_compute, compute + merge);
+      compute_x[std::size_t(x)] = compute, merge_x[std::size_t(x)] = merge, xfer_x[std::size_t(x)] = inflight.seconds(m);
+      work_sum += compute + merge, work_max = std::max(work_max, compute + merge);
+    }
+    const double scale = work_max > 0 ? m.busy_scale(work_sum / work_max * place.concurrent_groups) : 1.0;
+    double step_s = 0, step_compute = 0;
+    for (std::size_t x = 0; x < std::size_t(P); ++x) {
+      const double work = scale * compute_x[x], merge = scale * merge_x[x];
+      step_s = std::max(step_s, std::max(work, xfer_x[x]) + merge);
+      step_compute = std::max(step_compute, work + merge);
     }
     tl.step(step_s, step_compute);
   }

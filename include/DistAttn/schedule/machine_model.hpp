@@ -35,6 +35,20 @@ struct MachineModel {
   /// Device memory per rank; rank_choices drops choices whose workspace exceeds
   /// it (the caller's own tensors come on top). 0 = not checked.
   double device_memory_bytes = 0;
+  /// Set by with_shared_cores: `shared_ranks` ranks on `shared_cores` cores, the
+  /// tile table already slowed by shared_ranks / shared_cores (0: not shared).
+  int shared_ranks = 0;
+  double shared_cores = 0;
+
+  /// The factor on a step's compute when its work keeps only `busy` of the shared
+  /// ranks computing (Σ work / the largest, so a rank with a tenth of the largest
+  /// work counts a tenth): the others wait for messages and leave their share of
+  /// the cores to the busy ones (the vanilla ring's early steps, where the ranks
+  /// below the diagonal have no block). 1 where the cores are not shared.
+  double busy_scale(double busy) const {
+    if (!(shared_cores > 0) || shared_ranks <= shared_cores) return 1.0;
+    return std::max(1.0, busy / shared_cores) / (double(shared_ranks) / shared_cores);
+  }
 
   const Link& link(LinkLevel l) const { return l == LinkLevel::Intra ? intra : inter; }
   /// Seconds to move `bytes` over one link of level l in one transfer.
@@ -74,11 +88,16 @@ inline MachineModel nvlink_ib_node_defaults(TileThroughput tiles) {
 
 /// `ranks` processes sharing `cores` CPU cores (CPU MPI runs on one host): while
 /// every rank computes, each gets cores / ranks of a core, so tile and
-/// elementwise rates are divided by max(1, ranks / cores). cores <= 0: not shared.
+/// elementwise rates are divided by max(1, ranks / cores); steps in which fewer
+/// ranks compute get some of it back (MachineModel::busy_scale, applied where an
+/// executor's model knows which ranks are busy). cores <= 0: not shared.
 inline MachineModel with_shared_cores(MachineModel m, int ranks, double cores) {
   DISTATTN_REQUIRE(ranks >= 1 && std::isfinite(cores), "DistAttn::with_shared_cores",
                    "ranks must be >= 1 and cores finite (got ranks=" << ranks << ", cores=" << cores << ")");
-  if (cores > 0 && ranks > cores) m.tiles = m.tiles.slowed_down(double(ranks) / cores);
+  if (cores > 0 && ranks > cores) {
+    m.tiles = m.tiles.slowed_down(double(ranks) / cores);
+    m.shared_ranks = ranks, m.shared_cores = cores;
+  }
   return m;
 }
 
@@ -88,6 +107,9 @@ struct RankPlacement {
   int first = 0;
   int stride = 1;
   int gpus_per_node = 8;
+  /// Groups running the same schedule at the same time (the hybrid's U head
+  /// groups), for counting the busy ranks of a step on shared cores.
+  int concurrent_groups = 1;
 
   int node(int member) const { return (first + member * stride) / gpus_per_node; }
   LinkLevel level(int a, int b) const { return node(a) == node(b) ? LinkLevel::Intra : LinkLevel::Inter; }
