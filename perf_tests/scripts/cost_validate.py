@@ -39,6 +39,31 @@ def run(cmd, log_path, timeout):
     return rc, out, time.time() - t0
 
 
+def read_measured(log_dir, tag, sched, pick, meas):
+    """A run of an earlier --log-dir as run() returns it. For auto: the measured run of
+    what the model picks now (one of the executors' runs, or the earlier auto run if
+    it ran the same pick)."""
+    if sched == "auto":
+        for other in os.listdir(log_dir):
+            if other.startswith(tag + "_") and not other.endswith(("_predict.log", "_auto.log")):
+                rc, out, _ = read_measured(log_dir, tag, other[len(tag) + 1:-4], None, None)
+                name = measured_name(other[len(tag) + 1:-4], out)
+                if name == pick:
+                    return rc, out, 0.0
+        path = os.path.join(log_dir, f"{tag}_auto.log")
+        if os.path.exists(path):
+            with open(path) as f:
+                out = f.read()
+            if re.search(r"^#\s{3}" + re.escape(pick) + r"\s.*<- runs", out, re.M):
+                return 0, out, 0.0
+        return 1, f"auto's pick {pick} was not among the measured runs", 0.0
+    path = os.path.join(log_dir, f"{tag}_{sched}.log")
+    if not os.path.exists(path):
+        return 1, f"no measured run {path}", 0.0
+    with open(path) as f:
+        return 0, f.read().split("\n", 1)[-1], 0.0
+
+
 def measured_name(schedule, out):
     """The cost model's name of what distattn-run ran (grid, head groups, U as it chose them)."""
     if schedule in ("ring", "balanced", "zigzag"):
@@ -62,7 +87,9 @@ def pct(pred, meas):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True, help="build directory with perf_tests/distattn-run")
-    ap.add_argument("--tiles", required=True, help="tile table of this device (cost_calibrate)")
+    ap.add_argument("--tiles", required=True,
+                    help="tile table of this device (cost_calibrate); '{P}' in the path is replaced by the rank "
+                         "count, for CPU hosts calibrated once per number of ranks sharing them")
     ap.add_argument("--ranks", default="2,3,4,6,8,9")
     ap.add_argument("--seqs", default="576,1152")
     ap.add_argument("--heads", type=int, default=72)
@@ -80,6 +107,10 @@ def main():
     ap.add_argument("--pick-within", type=float, default=5.0, help="%% of the fastest auto's pick may be")
     ap.add_argument("--out", default="-", help="Markdown table (default stdout)")
     ap.add_argument("--log-dir", default="cost_validate_logs")
+    ap.add_argument("--measured", default="",
+                    help="read the measured runs from this earlier --log-dir instead of running them: the model "
+                         "(--tiles, --model-args) against the same measurements; auto's pick is then looked up "
+                         "among them")
     a = ap.parse_args()
 
     exe = os.path.join(a.build, "perf_tests", "distattn-run")
@@ -88,10 +119,10 @@ def main():
     os.makedirs(a.log_dir, exist_ok=True)
     shape = ["--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--dim", str(a.dim), "--dtype", a.dtype,
              "--comm", a.comm, "-w", str(a.warmup), "-n", str(a.iters)]
-    model = ["--tiles", a.tiles] + shlex.split(a.model_args)
     rows, picks, failures = [], [], 0
     for P in [int(x) for x in a.ranks.split(",")]:
         launch = shlex.split(a.launcher) + ["-n", str(P)]
+        model = ["--tiles", a.tiles.replace("{P}", str(P))] + shlex.split(a.model_args)
         for S in [int(x) for x in a.seqs.split(",")]:
             tag = f"P{P}_S{S}"
             rc, out, _ = run(launch + [exe, "--schedule", "auto", "--predict-only", "--auto-show", "100000",
@@ -120,8 +151,11 @@ def main():
                     extra = ["--inner", "zigzag", "--ulysses", str(us[0])]
                 if sched == "auto":
                     extra = model
-                rc, out, wall = run(launch + [exe, "--schedule", sched, "--seq", str(S)] + shape + extra,
-                                    f"{a.log_dir}/{tag}_{sched}.log", a.timeout)
+                if a.measured:
+                    rc, out, wall = read_measured(a.measured, tag, sched, pick, meas)
+                else:
+                    rc, out, wall = run(launch + [exe, "--schedule", sched, "--seq", str(S)] + shape + extra,
+                                        f"{a.log_dir}/{tag}_{sched}.log", a.timeout)
                 m = MEDIAN.search(out)
                 if rc != 0 or not m:
                     # e.g. Ulysses when P does not divide the heads: the model has no choice for it either
