@@ -187,6 +187,21 @@ double copy_bytes_per_s(const Exec& exec, const Config& c, int d) {
   return 2.0 * double(2 * shard) * sizeof(T) / t;
 }
 
+#if DISTATTN_ENABLE_MPI
+/// The MPI backend's sum reduce-scatter (what Attention2D-NO's backward runs) on
+/// every rank, `mib` MiB of float result per rank: result bytes per ring step per
+/// second, (K - 1) * result bytes / time.
+double reduce_bytes_per_s(const Exec& exec, const Config& c, int mib) {
+  using Mem = typename Exec::memory_space;
+  auto comm = Communicator<MpiSpace, Exec>::from_raw(MPI_COMM_WORLD, exec);
+  const std::size_t m = std::size_t(mib) << 18;  // floats
+  Kokkos::View<float*, Mem> send("calibrate.reduce_send", std::size_t(c.ranks) * m), recv("calibrate.reduce_recv", m);
+  Kokkos::deep_copy(exec, send, 1.0f);
+  const double t = median_seconds(exec, c, [&] { reduce_scatter_sum(comm, send, recv).wait(); });
+  return double(c.ranks - 1) * double(m) * sizeof(float) / t;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,6 +220,7 @@ int main(int argc, char** argv) {
     std::string outpath;
     std::vector<std::string> dtypes{"float", "double"};
     std::vector<int> dims{64, 128}, sizes{128, 384, 768};
+    int reduce_mib = 16;
     CLI::App app("Times the building block per shape class and writes the cost model's tile table.",
                  "cost_calibrate");
     app.add_option("--heads", c.heads, "heads")->check(at_least(1))->capture_default_str();
@@ -214,6 +230,11 @@ int main(int argc, char** argv) {
     app.add_option("--dtypes", dtypes, "element types")->delimiter(',')->check(CLI::IsMember(dtype_choices()))
         ->capture_default_str();
     app.add_option("--dims", dims, "head dims")->delimiter(',')->check(at_least(1))->capture_default_str();
+    app.add_option("--reduce-mib", reduce_mib,
+                   "on 2+ MPI ranks of a host build: time the MPI sum reduce-scatter with this many MiB of result "
+                   "per rank (0: skip)")
+        ->check(at_least(0))
+        ->capture_default_str();
     app.add_option("--sizes", sizes, "two or more increasing block sizes")->delimiter(',')->check(at_least(1))
         ->capture_default_str();
     if (!parse_command_line(app, argc, argv)) {
@@ -246,6 +267,11 @@ int main(int argc, char** argv) {
     const int dmin = *std::min_element(dims.begin(), dims.end());
     table.set_elementwise_bytes_per_s(merge_bytes_per_s<float>(exec, c, dmin));
     table.set_copy_bytes_per_s(copy_bytes_per_s<float>(exec, c, dmin));
+#if DISTATTN_ENABLE_MPI
+    // CPU ranks reduce through MPI; GPU runs through NCCL, which this would not time.
+    if (ranks > 1 && reduce_mib > 0 && compat::host_accessible_v<Exec>)
+      table.set_reduce_bytes_per_s(reduce_bytes_per_s(exec, c, reduce_mib));
+#endif
     if (rank == 0) {
       std::ostringstream head;
       head << "# DistAttn cost-model tile throughput, measured by perf_tests/cost_calibrate on " << Exec::name()

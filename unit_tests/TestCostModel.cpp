@@ -476,6 +476,11 @@ TEST(CostModel, TileTableRoundTripsAndRejectsBadLines) {
   tiled.set(c, TileRate{1e12, 0, 64});
   EXPECT_EQ(TileThroughput::from_text(tiled.to_text()).rate(c).tile_rows, 64);
   EXPECT_EQ(u.rate(c).tile_rows, 0);
+  // The reduce-scatter rate round-trips; absent, it is 0 (the link's transfer).
+  TileThroughput reduced = t;
+  reduced.set_reduce_bytes_per_s(7e8);
+  EXPECT_DOUBLE_EQ(TileThroughput::from_text(reduced.to_text()).reduce_bytes_per_s(), 7e8);
+  EXPECT_EQ(u.reduce_bytes_per_s(), 0.0);
   // A per-head overhead round-trips and is charged once per batch x head.
   TileThroughput per_head = t;
   per_head.set(c, TileRate{1e12, 1e-5, 64, true});
@@ -535,4 +540,24 @@ TEST(CostModel, TileRateFitRecoversTheCallModelAndWeighsRelativeError) {
   EXPECT_CONTAINS(message([] { fit_tile_rate({1e9}, {1.0}); }), ("at least two"));
   EXPECT_CONTAINS(message([] { fit_tile_rate({1e9, 2e9}, {1.0, 0.0}); }), ("point 1 must have"));
   EXPECT_CONTAINS(message([] { fit_tile_rate({1e9, 2e9}, {1.0}); }), ("equal count"));
+}
+
+// Attention2D-NO's backward ends with a row reduce-scatter of dQ and a column one of
+// dK/dV: with a reduce rate below the link's, each of the k - 1 steps costs
+// shard / rate; compute and the forward are untouched.
+TEST(CostModel, ReduceRatePricesAttention2DNOReduceScatters) {
+  MachineModel m = test_machine();
+  m.intra = Link{std::numeric_limits<double>::infinity(), 0.0};
+  const AttnProblem pr = problem(4096, 8, 8);
+  const ExecutorChoice ch = grid_choice(ExecutorKind::Grid2DNO, 2, 2);
+  const Prediction base = predict(ch, pr, 4, m);
+  MachineModel slow = m;
+  slow.tiles.set_reduce_bytes_per_s(1e9);
+  const Prediction r = predict(ch, pr, 4, slow);
+  const double n = 4096.0 / 4, acc = 4;
+  const double dq = n * 8 * 64 * acc, dkv = 2 * n * 8 * 64 * acc;
+  // Row (2 members) and column (2 members) on the same level: their times add.
+  EXPECT_NEAR(r.backward.seconds - base.backward.seconds, (dq + dkv) / 1e9, 1e-9 * r.backward.seconds);
+  EXPECT_DOUBLE_EQ(r.backward.compute_only_seconds, base.backward.compute_only_seconds);
+  EXPECT_DOUBLE_EQ(r.forward.seconds, base.forward.seconds);
 }

@@ -59,6 +59,16 @@ struct Grid2DCostContext {
     return together(row_level, ring_collective_seconds(m, row_level, g.cols(), row_shard), col_level,
                     ring_collective_seconds(m, col_level, g.rows(), col_shard));
   }
+  /// A sum reduce-scatter over k members with `shard` result bytes each: k - 1 ring
+  /// steps, each the link's transfer or the table's reduce rate, whichever is slower.
+  double reduce_scatter(LinkLevel l, int k, double shard) const {
+    return std::max(ring_collective_seconds(m, l, k, shard), k <= 1 ? 0.0 : (k - 1) * m.tiles.reduce_seconds(shard));
+  }
+  /// The row and column reduce-scatters in flight together.
+  double row_and_column_reduce(double row_shard, double col_shard) const {
+    return together(row_level, reduce_scatter(row_level, g.cols(), row_shard), col_level,
+                    reduce_scatter(col_level, g.rows(), col_shard));
+  }
   /// NO: the slowest rank's one call, gathered queries Qg against gathered keys Kg.
   double gathered_block(TileDirection dir) const {
     return slowest([&](int r, int c) { return block(dir, g.qg(r), g.row_gather_len(), g.kg(c), g.col_gather_len()); });

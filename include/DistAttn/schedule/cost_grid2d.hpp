@@ -132,7 +132,7 @@ inline PassPrediction predict_grid2d_backward(bool overlapped, const AttnProblem
     tl.local(x.copy(C * bundle + (R > 1 ? R * kv_shard : 0.0)) + x.fill(C * dq + R * dkv));
     tl.local(x.gathered_block(W));
     tl.local(x.copy(C * dq + (R > 1 ? R * dkv : 0.0)));
-    tl.exposed(x.row_and_column(dq, dkv));
+    tl.exposed(x.row_and_column_reduce(dq, dkv));
     tl.p.steps = 1;
   } else {
     const PassTimeline col = x.column_ring(W, kv_shard);

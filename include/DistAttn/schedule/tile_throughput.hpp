@@ -16,6 +16,8 @@
 ///   tile <fwd|bwd> <full|causal> <dtype> <head_dim> <flops_per_s> <overhead_s> [<tile_rows> [per_head]]
 ///   elementwise <bytes_per_s>       (merges and gradient sums; 0 = not modelled)
 ///   copy <bytes_per_s>              (reorders: packing, interleaving, zeroing; 0 = not modelled)
+///   reduce <bytes_per_s>            (one step of the backend's sum reduce-scatter, result bytes;
+///                                    0 = priced as the link's transfer)
 /// perf_tests/cost_calibrate writes such a file for the device it runs on.
 ///
 /// tile_rows (optional, 0 = absent): the kernel computes whole tile_rows x
@@ -175,6 +177,15 @@ class TileThroughput {
   void set_copy_bytes_per_s(double b) { copy_ = checked_rate(b, "DistAttn::TileThroughput::set_copy_bytes_per_s"); }
   double copy_seconds(double bytes) const { return seconds_at(bytes, copy_); }
 
+  /// The backend's sum reduce-scatter: result bytes of one step (one peer's shard
+  /// received and summed) per second, as cost_calibrate times it on several ranks.
+  /// A rate of its own because a collective library's reduction can be far below
+  /// its point-to-point rate: Open MPI 4.1's reduce-scatter of 21 MB per rank on
+  /// two CPU ranks ran at ~0.8 GB/s where a send ran at 12. 0 = the link's transfer.
+  double reduce_bytes_per_s() const { return reduce_; }
+  void set_reduce_bytes_per_s(double b) { reduce_ = checked_rate(b, "DistAttn::TileThroughput::set_reduce_bytes_per_s"); }
+  double reduce_seconds(double bytes) const { return seconds_at(bytes, reduce_); }
+
   std::string to_text() const {
     std::ostringstream os;
     os.precision(6);
@@ -188,6 +199,7 @@ class TileThroughput {
     }
     os << "elementwise " << elementwise_ << '\n';
     os << "copy " << copy_ << '\n';
+    if (reduce_ > 0) os << "reduce " << reduce_ << '\n';
     return os.str();
   }
   static TileThroughput from_text(const std::string& text, const std::string& source = "text") {
@@ -214,8 +226,14 @@ class TileThroughput {
         t.set_copy_bytes_per_s(b);
         continue;
       }
+      if (word == "reduce") {
+        double b = -1;
+        DISTATTN_REQUIRE(ls >> b, where, source << ":" << lineno << ": expected 'reduce <bytes_per_s>'");
+        t.set_reduce_bytes_per_s(b);
+        continue;
+      }
       DISTATTN_REQUIRE(word == "tile", where,
-                       source << ":" << lineno << ": unknown record '" << word << "' (tile, elementwise or copy)");
+                       source << ":" << lineno << ": unknown record '" << word << "' (tile, elementwise, copy or reduce)");
       std::string dir, kind;
       ShapeClass c;
       TileRate r;
@@ -266,6 +284,7 @@ class TileThroughput {
   std::map<Key, TileRate> rates_;
   double elementwise_ = 0;
   double copy_ = 0;
+  double reduce_ = 0;
 };
 
 }  // namespace DistAttn
