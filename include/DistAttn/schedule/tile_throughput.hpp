@@ -56,8 +56,9 @@ struct TileRate {
   double overhead_s = 0;        ///< fixed cost of one call (launch, setup), or of one head of it
   std::int64_t tile_rows = 0;   ///< whole tiles of this many rows (0: pairs counted exactly)
   /// overhead_s is per batch x head of a call, not per call: the host kernels
-  /// set up and finish each head on its own (11-34 us a head on the development
-  /// machine's CPU, d = 64), where a GPU launch covers every head at once.
+  /// set up and finish each head on its own (the fitted intercept grew 8-9x from 8
+  /// to 72 heads on the development machine's CPU), where a GPU launch covers
+  /// every head at once.
   bool overhead_per_head = false;
 };
 
