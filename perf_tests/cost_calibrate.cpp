@@ -17,8 +17,9 @@
 // that share a host's memory bandwidth and caches (or, oversubscribed, its cores)
 // run slower together than one alone, and the executors wait for the slowest.
 // Calibrate with as many ranks per host as the runs will have.
-// It also times attention_merge for the memory-bound passes (elementwise rate)
-// and a row reorder for the executors' packing and interleaving (copy rate).
+// It also times attention_merge for the memory-bound passes (elementwise rate),
+// a row reorder for the executors' packing and interleaving (copy rate), and, on
+// 2+ ranks of a host build, the MPI backend's sum reduce-scatter (reduce rate).
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/impl/grid2d_buffers.hpp>
 #include <DistAttn/schedule/tile_throughput.hpp>
@@ -82,9 +83,12 @@ double median_seconds(const Exec& exec, const Config& c, F&& fn) {
   return Perf::median_seconds(timer, c.warmup, c.iters, fn);
 }
 
+using Seconds2x2 = std::array<std::array<double, 2>, 2>;  ///< [direction][block kind]
+
 /// Seconds of one call for each direction and block kind at block size S.
 template <class T>
-void time_block(const Exec& exec, const Config& c, int S, int d, double out[2][2]) {
+Seconds2x2 time_block(const Exec& exec, const Config& c, int S, int d) {
+  Seconds2x2 out{};
   using Acc = accum_t<T>;
   const int H = c.heads;
   Tensor4<T, Mem> q("q", 1, S, H, d), k("k", 1, S, H, d), v("v", 1, S, H, d), o("o", 1, S, H, d), dout("do", 1, S, H, d);
@@ -106,18 +110,14 @@ void time_block(const Exec& exec, const Config& c, int S, int d, double out[2][2
       attention_bwd_update(exec, q, k, v, dout, lse, delta, dq, dk, dv, ao);
     });
   }
+  return out;
 }
 
 template <class T>
 void calibrate(const Exec& exec, const Config& c, const std::string& dtype, int d, TileThroughput& table,
                std::ostream& log) {
-  std::vector<std::array<std::array<double, 2>, 2>> t(c.sizes.size());
-  for (std::size_t i = 0; i < c.sizes.size(); ++i) {
-    double ti[2][2];
-    time_block<T>(exec, c, c.sizes[i], d, ti);
-    for (int dir = 0; dir < 2; ++dir)
-      for (int kind = 0; kind < 2; ++kind) t[i][dir][kind] = ti[dir][kind];
-  }
+  std::vector<Seconds2x2> t;
+  for (int S : c.sizes) t.push_back(time_block<T>(exec, c, S, d));
   for (int dir = 0; dir < 2; ++dir)
     for (int kind = 0; kind < 2; ++kind) {
       const TileDirection td = dir == 0 ? TileDirection::Forward : TileDirection::Backward;
@@ -289,8 +289,8 @@ int main(int argc, char** argv) {
   }
   Kokkos::finalize();
 #if DISTATTN_ENABLE_MPI
-  // A rank whose options were bad stops everyone (the others would wait in a barrier).
-  if (rc != 0) MPI_Abort(MPI_COMM_WORLD, rc);
+  // A rank that failed stops everyone: the others could be waiting in a barrier.
+  if (rc != 0 && ranks > 1) MPI_Abort(MPI_COMM_WORLD, rc);
   MPI_Finalize();
 #endif
   return rc;

@@ -39,14 +39,14 @@ def run(cmd, log_path, timeout):
     return rc, out, time.time() - t0
 
 
-def read_measured(log_dir, tag, sched, pick, meas):
+def read_measured(log_dir, tag, sched, pick):
     """A run of an earlier --log-dir as run() returns it. For auto: the measured run of
     what the model picks now (one of the executors' runs, or the earlier auto run if
     it ran the same pick)."""
     if sched == "auto":
         for other in os.listdir(log_dir):
             if other.startswith(tag + "_") and not other.endswith(("_predict.log", "_auto.log")):
-                rc, out, _ = read_measured(log_dir, tag, other[len(tag) + 1:-4], None, None)
+                rc, out, _ = read_measured(log_dir, tag, other[len(tag) + 1:-4], None)
                 name = measured_name(other[len(tag) + 1:-4], out)
                 if name == pick:
                     return rc, out, 0.0
@@ -152,7 +152,7 @@ def main():
                 if sched == "auto":
                     extra = model
                 if a.measured:
-                    rc, out, wall = read_measured(a.measured, tag, sched, pick, meas)
+                    rc, out, wall = read_measured(a.measured, tag, sched, pick)
                 else:
                     rc, out, wall = run(launch + [exe, "--schedule", sched, "--seq", str(S)] + shape + extra,
                                         f"{a.log_dir}/{tag}_{sched}.log", a.timeout)
