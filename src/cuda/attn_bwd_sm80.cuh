@@ -13,16 +13,47 @@
 //
 // Shared-memory bytes per mma (d = 128): ~230 against ~290 for the 16-key-warp
 // kernel, for 16 KB more shared memory (the P tile) and the P/dS stores.
+//
+// dQ goes to a zeroed fp32 scratch tile per (batch, head, query tile) in the order
+// the warps hold their fragments (DqFragOrder), so that each red.add of a warp covers
+// one whole 128-byte line; a second kernel adds the scratch into dq (FA2's dq_accum).
+// Straight into dq, each scalar red.add touched 8 rows at a stride (8 half-used
+// sectors; sm_80 has no vector red to halve that): 0.69x FA2 instead of 0.90x
+// (NOTES.md round 9).
 
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
 
+#include <string>
+
 namespace DistAttn::Impl::cuda {
 
+/// Where phase 3 leaves thread `tid`'s j-th dQ value of a query tile in the scratch
+/// tile (j * kNThreads + tid: one line per warp and j), and the inverse, for the
+/// kernel that adds the scratch into dq. Thread tid of warp w = w3d W3Q + w3q holds
+/// rows 32 w3q + 16 mt + 8 r + g and columns C3 w3d + 8 i + 2 t + e, lane = 4 g + t,
+/// as j = ((mt 2 + r) C3 / 8 + i) 2 + e.
+template <class Cfg>
+struct DqFragOrder {
+  static constexpr int NT = Cfg::kNThreads, BM = Cfg::kBlockM, D = Cfg::kHeadDim;
+  static constexpr int W3Q = BM / 32, W3D = Cfg::kNWarps / W3Q, C3 = D / W3D;
+  static constexpr int kTile = BM * D;  // floats per (batch, head, query tile)
+  static_assert(kTile == NT * 2 * 2 * (C3 / 8) * 2, "every thread holds the same number of dQ values");
+  static __host__ __device__ constexpr int j(int mt, int r, int i, int e) { return ((mt * 2 + r) * (C3 / 8) + i) * 2 + e; }
+  /// Scratch offset of (row, col) inside a tile.
+  static __device__ __forceinline__ int offset(int row, int col) {
+    const int w3q = row / 32, mt = (row % 32) / 16, r = (row % 16) / 8, g = row % 8;
+    const int w3d = col / C3, i = (col % C3) / 8, t = (col % 8) / 2, e = col % 2;
+    const int tid = 32 * (w3d * W3Q + w3q) + 4 * g + t;
+    return j(mt, r, i, e) * NT + tid;
+  }
+};
+
 template <class Cfg, class Elem>
-__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_kernel(const AttnBwdParams p) {
+__global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks)
+    attn_bwd_ps_kernel(const AttnBwdParams p, float* __restrict__ dq_scratch) {
   using namespace detail;
   using Ops        = ElemOps<Elem>;
   constexpr int D  = Cfg::kHeadDim;
@@ -291,20 +322,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
           }
         }
       }
-      float* dqg = p.dq.data + p.dq.at(b, 0, h) + w3d * C3 + 2 * t;
+      using Order = DqFragOrder<Cfg>;
+      float* acc  = dq_scratch + ((std::int64_t(b) * p.heads + h) * n_qt + qt) * Order::kTile + tid;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int qrow = qt * BM + w3q * 32 + mt * 16 + g + 8 * r;
-          if (qrow < p.seqlen_q) {
-            float* rowp = dqg + std::int64_t(qrow) * p.dq.row_stride;
+        for (int r = 0; r < 2; ++r)
 #pragma unroll
-            for (int i = 0; i < C3 / 8; ++i)
-              if (w3d * C3 + i * 8 < p.head_dim)  // zero padding of a head_dim below D
-                red_add_f32x2(rowp + i * 8, p.scale * dq[mt][i][2 * r], p.scale * dq[mt][i][2 * r + 1]);
-          }
-        }
+          for (int i = 0; i < C3 / 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) red_add_f32(acc + Order::j(mt, r, i, e) * NT, p.scale * dq[mt][i][2 * r + e]);
     }
 
     if (has_next) store_limits(it + 1, stage ^ 1);
@@ -337,21 +364,57 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_bwd_ps_k
     }
 }
 
+/// dq += the scratch tiles of attn_bwd_ps_kernel<..., true>: one block per (query
+/// tile, head, batch), dq rows read and written in order (the gathers from the
+/// 32 KB scratch tile stay in L1 / L2). Rows past seqlen_q and columns past head_dim
+/// (zero padding) are left out.
+template <class Cfg>
+__global__ void __launch_bounds__(256) attn_bwd_dq_add_kernel(const AttnBwdParams p, const float* __restrict__ scratch) {
+  using Order   = DqFragOrder<Cfg>;
+  const int qt  = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int n_qt = gridDim.x;
+  const float* acc = scratch + ((std::int64_t(b) * p.heads + h) * n_qt + qt) * Order::kTile;
+  const int rows   = min(Cfg::kBlockM, p.seqlen_q - qt * Cfg::kBlockM);
+  float* dqt       = p.dq.data + p.dq.at(b, std::int64_t(qt) * Cfg::kBlockM, h);
+  for (int x = threadIdx.x; x < rows * Cfg::kHeadDim; x += blockDim.x) {
+    const int row = x / Cfg::kHeadDim, col = x % Cfg::kHeadDim;
+    if (col < p.head_dim) dqt[std::int64_t(row) * p.dq.row_stride + col] += acc[Order::offset(row, col)];
+  }
+}
+
 /// Host-side launcher; returns false (nothing launched) where a deterministic run
 /// was asked for (dQ is added with atomics) or the device's shared memory per block
-/// cannot hold the tile.
+/// cannot hold the tile. dQ goes through a stream-ordered fp32 scratch of the padded
+/// dq's size (B x H x query tiles x kBlockM x d); where that cannot be allocated the
+/// call throws, naming its size.
 template <class Cfg, class Elem>
 bool launch_attn_bwd_sm80(const AttnBwdParams& p, cudaStream_t stream) {
   if (p.deterministic || !device_smem_fits(Cfg::kSmemBytes)) return false;
   const int n_kt = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
-  const dim3 grid(unsigned(n_kt), unsigned(p.heads_kv), unsigned(p.batch));
+  const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+  if (n_kt == 0 || n_qt == 0 || p.heads == 0 || p.batch == 0) return true;  // no gradient to add
+  const std::size_t bytes =
+      sizeof(float) * std::size_t(p.batch) * std::size_t(p.heads) * std::size_t(n_qt) * DqFragOrder<Cfg>::kTile;
+  float* scratch  = nullptr;
+  cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&scratch), bytes, stream);
+  if (err != cudaSuccess) {
+    const std::string what = "attn_bwd_ps_kernel (its dQ scratch of " + std::to_string(bytes >> 20) + " MiB)";
+    check_launch(err, what.c_str());
+  }
+  err         = cudaMemsetAsync(scratch, 0, bytes, stream);
   auto kernel = attn_bwd_ps_kernel<Cfg, Elem>;
-  cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err == cudaSuccess) {
-    kernel<<<grid, Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p);
+    kernel<<<dim3(unsigned(n_kt), unsigned(p.heads_kv), unsigned(p.batch)), Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(
+        p, scratch);
     err = cudaGetLastError();
   }
+  if (err == cudaSuccess) {
+    attn_bwd_dq_add_kernel<Cfg><<<dim3(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch)), 256, 0, stream>>>(p, scratch);
+    err = cudaGetLastError();
+  }
+  const cudaError_t e2 = cudaFreeAsync(scratch, stream);
+  if (err == cudaSuccess) err = e2;
   check_launch(err, "attn_bwd_ps_kernel");
   return true;
 }

@@ -92,15 +92,15 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 /// Fire-and-forget add of an fp32 pair to global memory (no return value, so no
-/// round trip, unlike atom): one vector reduction on sm_90, two scalar ones on the
-/// sm_80 target (red.global.add.v2.f32 needs sm_90).
+/// round trip, unlike atom); the vector form needs sm_90, so only the Hopper kernels
+/// use it.
 __device__ __forceinline__ void red_add_f32x2(float* addr, float a, float b) {
-#if __CUDA_ARCH__ >= 900
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(addr), "f"(a), "f"(b) : "memory");
-#else
+}
+
+/// Fire-and-forget add of one fp32 value to global memory.
+__device__ __forceinline__ void red_add_f32(float* addr, float a) {
   asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr), "f"(a) : "memory");
-  asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(addr + 1), "f"(b) : "memory");
-#endif
 }
 
 /// x, hidden from the optimizer (an asm volatile move): per-thread values derived

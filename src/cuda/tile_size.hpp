@@ -182,8 +182,10 @@ using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
 using FwdTileD64 = FwdTile<64, 128, 64, 4, 2>;
 // bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
 // product): ~230 B of ldmatrix per mma instead of ~290. d = 128: 161.5 KB (fits
-// A100, not sm_86 / sm_89), 255 regs (48 B spill): 267-270 TF/s. d = 64: 97.5 KB,
-// 219-224 TF/s. dQ by scalar red.add on this target (the v2 form needs sm_90).
+// A100, not sm_86 / sm_89), 255 regs (44-52 B spill). dQ by scalar red.add into a
+// fragment-order scratch, one 128-byte line per warp and red (NOTES.md run 38, H100,
+// the compute_80 PTX JIT-compiled, S = 8K / 16K / 32K causal): d = 128 253.8 / 284.0 /
+// 292.9 TF/s (0.90-0.93x FA2); d = 64 (97.5 KB) 212.6 / 227.9 / 235.4 (0.83-0.85x).
 using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
 using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
 }  // namespace sm80
