@@ -176,16 +176,17 @@ namespace sm80 {
 // (kRebuildAddr) the 64-key tile spills 8 B instead of 144 and is the fastest
 // mma.sync forward: 335.4 TF/s (NOTES.md run 5; same run: 322.9 for the 32-key tile,
 // 326.2 for the spill-free rebuilt 48-key one). 96 KB: fits every sm_8x (one CTA per
-// SM on A100 and sm_86 / sm_89, two on Hopper).
+// SM on A100 and sm_86 / sm_89, two on Hopper). Run 39 (H100, JIT-compiled PTX, 8K / 16K /
+// 32K causal): 285.1 / 318.2 / 339.1 TF/s, 0.92-0.96x FA2; without the rebuild 2-4 % slower.
 using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
 // fwd d = 64: 32 rows per warp, 64-key tiles, 238 regs, 2 CTAs/SM: 302.5 TF/s. 64 KB.
 using FwdTileD64 = FwdTile<64, 128, 64, 4, 2>;
 // bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
 // product): ~230 B of ldmatrix per mma instead of ~290. d = 128: 161.5 KB (fits
 // A100, not sm_86 / sm_89), 255 regs (44-52 B spill). dQ by scalar red.add into a
-// fragment-order scratch, one 128-byte line per warp and red (NOTES.md run 38, H100,
-// the compute_80 PTX JIT-compiled, S = 8K / 16K / 32K causal): d = 128 253.8 / 284.0 /
-// 292.9 TF/s (0.90-0.93x FA2); d = 64 (97.5 KB) 212.6 / 227.9 / 235.4 (0.83-0.85x).
+// fragment-order scratch, one 128-byte line per warp and red (NOTES.md run 39, H100,
+// the compute_80 PTX JIT-compiled, S = 8K / 16K / 32K causal): d = 128 254.5 / 291.2 /
+// 300.1 TF/s (0.92-0.96x FA2); d = 64 (97.5 KB) 206.3 / 225.8 / 231.9 (0.81-0.83x).
 using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
 using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
 }  // namespace sm80
