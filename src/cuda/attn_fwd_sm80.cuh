@@ -12,6 +12,10 @@
 //   per tile   issue K[next]; S = Q K^T; mask; online softmax (exp2, log2e folded
 //              into the scale; O rescaled only when a row max grew); wait V;
 //              issue V[next]; O += P V; wait K[next]
+//              (FwdTile::kEarlyV: wait V and issue V[next] before the softmax, and
+//              rescale O every tile, so that the softmax, the rescale and O += P V
+//              are one block without a barrier or a branch, which the compiler
+//              interleaves: per entry, as measured, NOTES.md round 10)
 //   epilogue   merge (O, m, l) into the incoming state (acc, m, l) and store, or in
 //              direct mode (p.o.data set) write the final O and LSE (attn_fwd_epilogue.cuh)
 //
@@ -177,6 +181,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
       }
     }
 
+    // Waits for V[kt] (the group before K[kt-1]) and issues V[kt-1] into the other stage.
+    auto wait_v_issue_next = [&] {
+      cp_async_wait<1>();
+      __syncthreads();
+      if (kt > 0) load_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v.row_stride, (kt - 1) * BN,
+                                             p.seqlen_k, Cfg::kRebuildAddr ? opaque(tid) : tid, p.head_dim);
+      cp_async_commit();
+    };
+    if constexpr (Cfg::kEarlyV) wait_v_issue_next();
+
     const int k0 = kt * BN;
     if (k0 + BN > lim_min) {  // some (row, key) of this tile is not admissible
 #pragma unroll
@@ -219,8 +233,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
       }
     // Rescale O only when some row of the warp got a new max (alpha = 1 otherwise):
     // after the first few tiles of a long row that is rare, and it saves D/2 FMULs
-    // per row block.
-    if (__any_sync(0xffffffffu, grew)) {
+    // per row block (kEarlyV: every tile, no branch between the softmax and P V).
+    if (Cfg::kEarlyV || __any_sync(0xffffffffu, grew)) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -232,11 +246,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
         }
     }
 
-    cp_async_wait<1>();  // V[kt] (the group before K[kt-1]) has landed
-    __syncthreads();
-    if (kt > 0) load_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v.row_stride, (kt - 1) * BN,
-                                           p.seqlen_k, Cfg::kRebuildAddr ? opaque(tid) : tid, p.head_dim);
-    cp_async_commit();
+    if constexpr (!Cfg::kEarlyV) wait_v_issue_next();
 
     // O += P V: P's C fragments are the A fragments (16-bit), V via ldmatrix.trans;
     // every V fragment feeds MT products.

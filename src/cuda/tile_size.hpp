@@ -17,7 +17,8 @@ namespace DistAttn::Impl::cuda {
 
 /// Forward: a CTA owns kBlockM query rows of one (batch, head) and walks K/V
 /// tiles of kBlockN keys, double-buffered in shared memory (cp.async).
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_, bool kRebuildAddr_ = false>
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_, bool kRebuildAddr_ = false,
+          bool kEarlyV_ = false>
 struct FwdTile {
   static constexpr int kHeadDim  = kHeadDim_;
   static constexpr int kBlockM   = kBlockM_;
@@ -31,6 +32,10 @@ struct FwdTile {
   // from 144 B of spill to 8 B) for a few integer ops per tile. Not a free win:
   // NOTES.md runs 4 and 5 measured it slower for the d = 64 tile, hence per entry.
   static constexpr bool kRebuildAddr = kRebuildAddr_;
+  // Wait for V and issue the next V before the softmax, and rescale O every tile
+  // (attn_fwd_sm80.cuh): the softmax and O += P V then interleave. Needs registers for
+  // both at once: +4-5 % at d = 64, -3-5 % at d = 128 where it spills (NOTES.md run 40).
+  static constexpr bool kEarlyV = kEarlyV_;
   static constexpr bool kWgmma = false;  // -> attn_fwd_sm80.cuh
   static constexpr bool kWs    = false;
   // 16 rows per warp: Q fragments stay in registers. 32 rows per warp (FA2's
@@ -179,8 +184,10 @@ namespace sm80 {
 // SM on A100 and sm_86 / sm_89, two on Hopper). Run 39 (H100, JIT-compiled PTX, 8K / 16K /
 // 32K causal): 285.1 / 318.2 / 339.1 TF/s, 0.92-0.96x FA2; without the rebuild 2-4 % slower.
 using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
-// fwd d = 64: 32 rows per warp, 64-key tiles, 238 regs, 2 CTAs/SM: 302.5 TF/s. 64 KB.
-using FwdTileD64 = FwdTile<64, 128, 64, 4, 2>;
+// fwd d = 64: 32 rows per warp, 64-key tiles, 2 CTAs/SM, 64 KB; V waited for before the
+// softmax (kEarlyV): run 40 (H100, JIT-compiled PTX, 8K / 16K / 32K causal) 277.6 / 298.4 /
+// 310.4 TF/s against 264.4 / 288.2 / 297.7 without, 0.97-0.99x FA2.
+using FwdTileD64 = FwdTile<64, 128, 64, 4, 2, false, true>;
 // bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
 // product): ~230 B of ldmatrix per mma instead of ~290. d = 128: 161.5 KB (fits
 // A100, not sm_86 / sm_89), 255 regs (44-52 B spill). dQ by scalar red.add into a
