@@ -31,6 +31,8 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace DistAttn::Test {
@@ -686,6 +688,37 @@ TYPED_TEST(CudaKernels, BackwardDeterministic) {
     check_bwd<T>({1, 500, 500, 2, 2, D}, Mask::causal({1, 4}, {2, 4}), true);
   }
   check_bwd<T>({1, 400, 400, 2, 2, 96}, Mask::causal(), true);  // padded head_dim
+}
+
+// The sm80 backward adds dQ through a scratch that holds as many KV heads as fit
+// under DISTATTN_SM80_DQ_SCRATCH_MIB and runs the KV heads in chunks of that many:
+// with a 1 MiB cap every shape below needs one launch per KV head (a chunk offset
+// that is wrong puts dQ into the wrong head and fails the reference check). A value
+// that is not a whole number of MiB throws, naming the variable.
+TYPED_TEST(CudaKernels, BackwardDqScratchInChunks) {
+  using T = TypeParam;
+  if (tuned_arch() != AttnCudaArch::sm80) GTEST_SKIP() << "the dQ scratch is the sm80 backward's (ctest cuda_kernels_sm80)";
+  struct EnvGuard {
+    ~EnvGuard() { unsetenv("DISTATTN_SM80_DQ_SCRATCH_MIB"); }
+  } guard;
+  ASSERT_EQ(setenv("DISTATTN_SM80_DQ_SCRATCH_MIB", "1", 1), 0);
+  for (int D : {64, 128}) {
+    check_bwd<T>({1, 1100, 1100, 4, 2, D}, Mask::causal());  // GQA: 2 launches of 2 query heads
+    check_bwd<T>({2, 1300, 700, 3, 3, D}, Mask::none());    // 3 launches, batch 2
+  }
+  ASSERT_EQ(setenv("DISTATTN_SM80_DQ_SCRATCH_MIB", "0.5", 1), 0);
+  const Shape s{1, 64, 64, 2, 2, 64};
+  auto in = make_inputs<T>(s);
+  Tensor4<T, Mem> dout("dout", s.B, s.Sq, s.H, s.D);
+  RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq), delta("delta", s.B, s.H, s.Sq);
+  Tensor4<Acc, Mem> dq("dq", s.B, s.Sq, s.H, s.D), dk("dk", s.B, s.Sk, s.Hkv, s.D), dv("dv", s.B, s.Sk, s.Hkv, s.D);
+  try {
+    Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), in.qd, in.kd, in.vd, dout, lse, delta, dq, dk, dv, Mask::causal(),
+                                           0.125, false);
+    ADD_FAILURE() << "DISTATTN_SM80_DQ_SCRATCH_MIB=0.5 did not throw";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("DISTATTN_SM80_DQ_SCRATCH_MIB"), std::string::npos) << e.what();
+  }
 }
 
 TYPED_TEST(CudaKernels, BackwardLongCausal) {

@@ -17,6 +17,9 @@
 // dQ goes to a zeroed fp32 scratch tile per (batch, head, query tile) in the order
 // the warps hold their fragments (DqFragOrder), so that each red.add of a warp covers
 // one whole 128-byte line; a second kernel adds the scratch into dq (FA2's dq_accum).
+// The KV heads are launched in chunks whose scratch stays under a cap (256 MiB,
+// DISTATTN_SM80_DQ_SCRATCH_MIB), so the transient memory grows with the sequence
+// only beyond one KV head's share.
 // Straight into dq, each scalar red.add touched 8 rows at a stride (8 half-used
 // sectors; sm_80 has no vector red to halve that): 0.69x FA2 instead of 0.90x
 // (NOTES.md round 9).
@@ -26,6 +29,8 @@
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 namespace DistAttn::Impl::cuda {
@@ -53,7 +58,7 @@ struct DqFragOrder {
 
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks)
-    attn_bwd_ps_kernel(const AttnBwdParams p, float* __restrict__ dq_scratch) {
+    attn_bwd_ps_kernel(const AttnBwdParams p, float* __restrict__ dq_scratch, const int hk0) {
   using namespace detail;
   using Ops        = ElemOps<Elem>;
   constexpr int D  = Cfg::kHeadDim;
@@ -90,7 +95,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks)
   int* sLim     = reinterpret_cast<int*>(sDelta + 2 * BM);     // [2][BM]
 
   const int kt   = blockIdx.x;
-  const int hk   = blockIdx.y;
+  const int hk   = hk0 + int(blockIdx.y);  // this launch covers KV heads hk0 .. hk0 + gridDim.y - 1
   const int b    = blockIdx.z;
   const int G    = p.heads / p.heads_kv;
   const int k0   = kt * BN;
@@ -323,7 +328,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks)
         }
       }
       using Order = DqFragOrder<Cfg>;
-      float* acc  = dq_scratch + ((std::int64_t(b) * p.heads + h) * n_qt + qt) * Order::kTile + tid;
+      const int chunk_heads = int(gridDim.y) * G;  // the scratch holds this launch's query heads
+      float* acc = dq_scratch + ((std::int64_t(b) * chunk_heads + (h - hk0 * G)) * n_qt + qt) * Order::kTile + tid;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
@@ -364,16 +370,17 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks)
     }
 }
 
-/// dq += the scratch tiles of attn_bwd_ps_kernel<..., true>: one block per (query
-/// tile, head, batch), dq rows read and written in order (the gathers from the
+/// dq += the scratch tiles of attn_bwd_ps_kernel: one block per (query tile, query
+/// head h0 + blockIdx.y, batch), dq rows read and written in order (the gathers from the
 /// 32 KB scratch tile stay in L1 / L2). Rows past seqlen_q and columns past head_dim
 /// (zero padding) are left out.
 template <class Cfg>
-__global__ void __launch_bounds__(256) attn_bwd_dq_add_kernel(const AttnBwdParams p, const float* __restrict__ scratch) {
+__global__ void __launch_bounds__(256) attn_bwd_dq_add_kernel(const AttnBwdParams p, const float* __restrict__ scratch,
+                                                               const int h0) {
   using Order   = DqFragOrder<Cfg>;
-  const int qt  = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int qt = blockIdx.x, hl = blockIdx.y, b = blockIdx.z, h = h0 + hl;
   const int n_qt = gridDim.x;
-  const float* acc = scratch + ((std::int64_t(b) * p.heads + h) * n_qt + qt) * Order::kTile;
+  const float* acc = scratch + ((std::int64_t(b) * gridDim.y + hl) * n_qt + qt) * Order::kTile;
   const int rows   = min(Cfg::kBlockM, p.seqlen_q - qt * Cfg::kBlockM);
   float* dqt       = p.dq.data + p.dq.at(b, std::int64_t(qt) * Cfg::kBlockM, h);
   for (int x = threadIdx.x; x < rows * Cfg::kHeadDim; x += blockDim.x) {
@@ -384,33 +391,41 @@ __global__ void __launch_bounds__(256) attn_bwd_dq_add_kernel(const AttnBwdParam
 
 /// Host-side launcher; returns false (nothing launched) where a deterministic run
 /// was asked for (dQ is added with atomics) or the device's shared memory per block
-/// cannot hold the tile. dQ goes through a stream-ordered fp32 scratch of the padded
-/// dq's size (B x H x query tiles x kBlockM x d); where that cannot be allocated the
-/// call throws, naming its size.
+/// cannot hold the tile. dQ goes through a stream-ordered fp32 scratch of one KV
+/// head's padded dq (B x G query heads x query tiles x kBlockM x d floats) times as
+/// many KV heads as fit in sm80_dq_scratch_cap() (256 MiB: at S = 32K, H = 32,
+/// d = 128 two launches of 16 KV heads, 4096 CTAs each), at least one; the KV heads
+/// run in chunks of that many. Where it cannot be allocated the call throws, naming
+/// its size.
 template <class Cfg, class Elem>
 bool launch_attn_bwd_sm80(const AttnBwdParams& p, cudaStream_t stream) {
   if (p.deterministic || !device_smem_fits(Cfg::kSmemBytes)) return false;
   const int n_kt = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   if (n_kt == 0 || n_qt == 0 || p.heads == 0 || p.batch == 0) return true;  // no gradient to add
-  const std::size_t bytes =
-      sizeof(float) * std::size_t(p.batch) * std::size_t(p.heads) * std::size_t(n_qt) * DqFragOrder<Cfg>::kTile;
+  const int G = p.heads / p.heads_kv;
+  const std::size_t per_kv_head =
+      sizeof(float) * std::size_t(p.batch) * std::size_t(G) * std::size_t(n_qt) * DqFragOrder<Cfg>::kTile;
+  const int chunk = int(std::clamp<std::size_t>(sm80_dq_scratch_cap() / per_kv_head, 1, std::size_t(p.heads_kv)));
+  const std::size_t bytes = per_kv_head * std::size_t(chunk);
   float* scratch  = nullptr;
   cudaError_t err = cudaMallocAsync(reinterpret_cast<void**>(&scratch), bytes, stream);
   if (err != cudaSuccess) {
     const std::string what = "attn_bwd_ps_kernel (its dQ scratch of " + std::to_string(bytes >> 20) + " MiB)";
     check_launch(err, what.c_str());
   }
-  err         = cudaMemsetAsync(scratch, 0, bytes, stream);
   auto kernel = attn_bwd_ps_kernel<Cfg, Elem>;
-  if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-  if (err == cudaSuccess) {
-    kernel<<<dim3(unsigned(n_kt), unsigned(p.heads_kv), unsigned(p.batch)), Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(
-        p, scratch);
+  err         = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+  for (int hk0 = 0; hk0 < p.heads_kv && err == cudaSuccess; hk0 += chunk) {
+    const int nh = std::min(chunk, p.heads_kv - hk0);
+    err          = cudaMemsetAsync(scratch, 0, per_kv_head * std::size_t(nh), stream);
+    if (err != cudaSuccess) break;
+    kernel<<<dim3(unsigned(n_kt), unsigned(nh), unsigned(p.batch)), Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(
+        p, scratch, hk0);
     err = cudaGetLastError();
-  }
-  if (err == cudaSuccess) {
-    attn_bwd_dq_add_kernel<Cfg><<<dim3(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch)), 256, 0, stream>>>(p, scratch);
+    if (err != cudaSuccess) break;
+    attn_bwd_dq_add_kernel<Cfg><<<dim3(unsigned(n_qt), unsigned(nh * G), unsigned(p.batch)), 256, 0, stream>>>(
+        p, scratch, hk0 * G);
     err = cudaGetLastError();
   }
   const cudaError_t e2 = cudaFreeAsync(scratch, stream);

@@ -178,6 +178,17 @@ bool device_smem_fits(int bytes) {
   return bytes <= optin;
 }
 
+std::size_t sm80_dq_scratch_cap() {
+  const char* e = std::getenv("DISTATTN_SM80_DQ_SCRATCH_MIB");
+  if (e == nullptr || *e == '\0') return std::size_t(256) << 20;
+  char* end     = nullptr;
+  const long v  = std::strtol(e, &end, 10);
+  if (*end != '\0' || v < 1 || v > (1L << 20))
+    throw std::invalid_argument(std::string("DISTATTN_SM80_DQ_SCRATCH_MIB='") + e +
+                                "': expected a whole number of MiB from 1 to 1048576");
+  return std::size_t(v) << 20;
+}
+
 bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
   if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;

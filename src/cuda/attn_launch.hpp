@@ -10,6 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 namespace DistAttn::Impl::cuda {
 
 /// Throws std::runtime_error naming `what` unless err == cudaSuccess.
@@ -18,6 +20,11 @@ void check_launch(cudaError_t err, const char* what);
 /// Whether the current device lets one block use `bytes` of dynamic shared memory
 /// (its opt-in limit: 227 KB on Hopper, 163 KB on A100, 99 KB on sm_86 / sm_89).
 bool device_smem_fits(int bytes);
+
+/// Upper bound of the sm80 backward's dQ scratch per call (bytes), unless one KV
+/// head's share is larger: DISTATTN_SM80_DQ_SCRATCH_MIB (read on every call; default
+/// 256 MiB). Throws std::invalid_argument naming the variable on a bad value.
+std::size_t sm80_dq_scratch_cap();
 
 /// Parameter block of each direction, by the name the kernel list uses.
 using AttnParams_fwd = AttnFwdParams;
