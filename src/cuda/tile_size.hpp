@@ -191,9 +191,10 @@ using FwdTileD64 = FwdTile<64, 128, 64, 4, 2, false, true>;
 // bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
 // product): ~230 B of ldmatrix per mma instead of ~290. d = 128: 161.5 KB (fits
 // A100, not sm_86 / sm_89), 255 regs (44-52 B spill). dQ by scalar red.add into a
-// fragment-order scratch, one 128-byte line per warp and red (NOTES.md run 39, H100,
-// the compute_80 PTX JIT-compiled, S = 8K / 16K / 32K causal): d = 128 254.5 / 291.2 /
-// 300.1 TF/s (0.92-0.96x FA2); d = 64 (97.5 KB) 206.3 / 225.8 / 231.9 (0.81-0.83x).
+// fragment-order scratch, one 128-byte line per warp and red, KV heads in chunks under
+// 256 MiB of scratch (NOTES.md run 43, H100, the compute_80 PTX JIT-compiled, S = 8K /
+// 16K / 32K causal): d = 128 253.7 / 289.1 / 297.7 TF/s (0.92-0.94x FA2); d = 64
+// (97.5 KB) 209.5 / 229.6 / 236.8 (0.82-0.84x).
 using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
 using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
 }  // namespace sm80
