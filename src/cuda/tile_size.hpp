@@ -189,14 +189,19 @@ using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
 // 310.4 TF/s against 264.4 / 288.2 / 297.7 without, 0.97-0.99x FA2.
 using FwdTileD64 = FwdTile<64, 128, 64, 4, 2, false, true>;
 // bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
-// product): ~230 B of ldmatrix per mma instead of ~290. d = 128: 161.5 KB (fits
-// A100, not sm_86 / sm_89), 255 regs (44-52 B spill). dQ by scalar red.add into a
+// product): ~230 B of ldmatrix per mma instead of ~290. dQ by scalar red.add into a
 // fragment-order scratch, one 128-byte line per warp and red, KV heads in chunks under
-// 256 MiB of scratch (NOTES.md run 43, H100, the compute_80 PTX JIT-compiled, S = 8K /
-// 16K / 32K causal): d = 128 253.7 / 289.1 / 297.7 TF/s (0.92-0.94x FA2); d = 64
-// (97.5 KB) 209.5 / 229.6 / 236.8 (0.82-0.84x).
+// 256 MiB of scratch. Numbers: NOTES.md runs 43 and 46, H100, the compute_80 PTX
+// JIT-compiled, S = 8K / 16K / 32K causal.
+// d = 128: 64 queries x 128 keys, 8 warps, 161.5 KB (fits A100, not sm_86 / sm_89),
+// 255 regs (44-52 B spill): 253.7 / 289.1 / 297.7 TF/s, 0.92-0.94x FA2. A 4-warp
+// 64 x 64 tile would need 116 KB, so one CTA per SM: not tried.
+// d = 64: 64 x 64, 4 warps, 67 KB and 242 regs, so 2 CTAs per SM (A100 and Hopper;
+// one on sm_86 / sm_89): 234.0-239.6 / 255.6-256.5 / 262.6-265.0 TF/s, +12-15 % over
+// the 8-warp 64 x 128 tile (208.3 / 230.6 / 237.5, 1 CTA per SM) in the same call;
+// 128 x 64 with 8 warps: 175-178 / 192-193 / 199-200.
 using BwdTileD128 = BwdTilePS<128, 64, 128, 8, 1>;
-using BwdTileD64  = BwdTilePS<64, 64, 128, 8, 1>;
+using BwdTileD64  = BwdTilePS<64, 64, 64, 4, 2>;
 }  // namespace sm80
 
 }  // namespace DistAttn::Impl::cuda
