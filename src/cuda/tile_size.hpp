@@ -52,8 +52,8 @@ struct FwdTile {
 /// (batch, KV head) and walks the query tiles of every query head of its GQA group,
 /// kBlockM queries at a time; dK and dV stay in registers (fp32), dQ is accumulated
 /// with fp32 atomics (red.add). S/dP, dK/dV and dQ each get their own warp grid of
-/// 32-row blocks, with P and dS passed through shared memory. 8 warps for 64 queries
-/// x 128 keys.
+/// 32-row blocks, with P and dS passed through shared memory: one warp per 32 x 32
+/// block of S (8 warps for 64 queries x 128 keys, 4 for 64 x 64).
 template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_>
 struct BwdTilePS {
   static constexpr int kHeadDim   = kHeadDim_;
