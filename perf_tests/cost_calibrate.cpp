@@ -20,8 +20,15 @@
 // It also times attention_merge for the memory-bound passes (elementwise rate),
 // a row reorder for the executors' packing and interleaving (copy rate), and, on
 // 2+ ranks of a host build, the MPI backend's sum reduce-scatter (reduce rate).
+//
+//   mpiexec --oversubscribe -n K cost_calibrate -o tiles.txt --balance-cores C [--heads 72 --sizes ...]
+//
+// with K ranks that do not divide over the host's C cores (3 on 2) measures only the
+// scheduler's balance time (schedule/core_balance.hpp) and adds it to the existing
+// table: one forward call per size, timed with the first C ranks alone and with all K.
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/impl/grid2d_buffers.hpp>
+#include <DistAttn/schedule/core_balance.hpp>
 #include <DistAttn/schedule/tile_throughput.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 
@@ -30,6 +37,7 @@
 
 #if DISTATTN_ENABLE_MPI
 #include <mpi.h>
+#include <unistd.h>
 #endif
 
 #include <algorithm>
@@ -188,6 +196,61 @@ double copy_bytes_per_s(const Exec& exec, const Config& c, int d) {
 }
 
 #if DISTATTN_ENABLE_MPI
+/// A barrier whose waiting ranks sleep: a rank spinning in MPI_Barrier stays
+/// runnable, and the scheduler may leave it a core of its own while two timed
+/// ranks share the other (seen as "alone" calls taking 2x, 2026-11-23).
+void sleeping_barrier() {
+  MPI_Request r = MPI_REQUEST_NULL;
+  MPI_Ibarrier(MPI_COMM_WORLD, &r);
+  for (int done = 0; MPI_Test(&r, &done, MPI_STATUS_IGNORE), !done;) usleep(100);
+}
+
+/// Median seconds of fn on the ranks below `callers` (the others only wait), from
+/// the barrier before to the barrier after, max over ranks. `spin`: ranks done
+/// early wait in MPI_Barrier, polling as the executors' waits do, and keep
+/// competing for the cores with the ranks still computing.
+template <class F>
+double median_seconds_on(const Exec& exec, const Config& c, int callers, bool spin, int rank, F&& fn) {
+  std::vector<double> t;
+  for (int i = 0; i < c.warmup + c.iters; ++i) {
+    sleeping_barrier();
+    const double t0 = MPI_Wtime();
+    if (rank < callers) fn(), exec.fence();
+    if (spin) MPI_Barrier(MPI_COMM_WORLD);
+    else sleeping_barrier();
+    if (i >= c.warmup) t.push_back(MPI_Wtime() - t0);
+  }
+  double m = Perf::median(t);
+  MPI_Allreduce(MPI_IN_PLACE, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+/// The balance time of K = c.ranks ranks on `cores` cores: a full forward call of
+/// each size (float, head_dim d) timed with ranks [0, cores) calling it alone (the
+/// others asleep: the table's condition) and with every rank calling it and
+/// waiting as an executor's ranks do, fitted by fit_balance_seconds.
+double balance_seconds(const Exec& exec, const Config& c, int cores, int d, int rank, std::ostream& log) {
+  std::vector<double> alone, shared;
+  for (int S : c.sizes) {
+    const int H = c.heads;
+    Tensor4<float, Mem> q("q", 1, S, H, d), k("k", 1, S, H, d), v("v", 1, S, H, d);
+    Testing::fill_random_device(exec, q, 11);
+    Testing::fill_random_device(exec, k, 12);
+    Testing::fill_random_device(exec, v, 13);
+    auto state = make_state<float>(exec, 1, S, H, d, "calibrate.balance_state");
+    AttnOptions ao;
+    ao.check_finite = false;
+    auto call = [&] { attention_fwd_update(exec, q, k, v, state, ao); };
+    alone.push_back(median_seconds_on(exec, c, cores, false, rank, call));
+    shared.push_back(median_seconds_on(exec, c, c.ranks, true, rank, call));
+    log << "# balance: S=" << S << " " << c.ranks << " ranks " << shared.back() * 1e3 << " ms, " << cores
+        << " alone " << alone.back() * 1e3 << " ms (" << shared.back() / alone.back() << "x)\n";
+  }
+  return fit_balance_seconds(alone, shared, c.ranks, cores);
+}
+#endif
+
+#if DISTATTN_ENABLE_MPI
 /// The MPI backend's sum reduce-scatter (what Attention2D-NO's backward runs) on
 /// every rank, `mib` MiB of float result per rank: result bytes per ring step per
 /// second, (K - 1) * result bytes / time.
@@ -199,6 +262,67 @@ double reduce_bytes_per_s(const Exec& exec, const Config& c, int mib) {
   Kokkos::deep_copy(exec, send, 1.0f);
   const double t = median_seconds(exec, c, [&] { reduce_scatter_sum(comm, send, recv).wait(); });
   return double(c.ranks - 1) * double(m) * sizeof(float) / t;
+}
+#endif
+
+/// The tile table of this device: every class of `dtypes` x `dims`, the elementwise
+/// and copy rates and (MPI ranks of a host build) the reduce rate, written to `outpath`.
+void write_table(const Exec& exec, const Config& c, const std::vector<std::string>& dtypes,
+                 const std::vector<int>& dims, int reduce_mib, int rank, const std::string& outpath,
+                 std::ostream& log) {
+  TileThroughput table;
+  for (const auto& dt : dtypes)
+    for (int d : dims) {
+      if (dt == "float") calibrate<float>(exec, c, dt, d, table, log);
+      else if (dt == "double") calibrate<double>(exec, c, dt, d, table, log);
+#if defined(KOKKOS_ENABLE_CUDA)
+      else if (dt == "bf16" && compat::has_bhalf) calibrate<compat::bhalf_t>(exec, c, dt, d, table, log);
+      else if (dt == "fp16" && compat::has_half) calibrate<compat::half_t>(exec, c, dt, d, table, log);
+#endif
+      else DISTATTN_REQUIRE(false, "cost_calibrate", "--dtypes: '" << dt << "' is not available in this build");
+    }
+  // One rate each for the table, measured at its smallest head dim (the most rows per byte).
+  const int dmin = *std::min_element(dims.begin(), dims.end());
+  table.set_elementwise_bytes_per_s(merge_bytes_per_s<float>(exec, c, dmin));
+  table.set_copy_bytes_per_s(copy_bytes_per_s<float>(exec, c, dmin));
+#if DISTATTN_ENABLE_MPI
+  // CPU ranks reduce through MPI; GPU runs through NCCL, which this would not time.
+  if (c.ranks > 1 && reduce_mib > 0 && compat::host_accessible_v<Exec>)
+    table.set_reduce_bytes_per_s(reduce_bytes_per_s(exec, c, reduce_mib));
+#else
+  (void)reduce_mib;
+#endif
+  if (rank != 0) return;
+  std::ostringstream head;
+  head << "# DistAttn cost-model tile throughput, measured by perf_tests/cost_calibrate on " << Exec::name()
+       << " (heads " << c.heads << ", block sizes";
+  for (int S : c.sizes) head << ' ' << S;
+  head << ", " << c.ranks << " rank" << (c.ranks > 1 ? "s at once, barrier to barrier" : "") << ")\n";
+  std::ofstream f(outpath);
+  DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
+  f << head.str() << table.to_text();
+  std::cout << head.str() << table.to_text();
+}
+
+#if DISTATTN_ENABLE_MPI
+/// The balance time of this host, added to the table at `outpath` in place of the
+/// balance line it had (the table's other lines and comments are kept as they are).
+void add_balance(const Exec& exec, const Config& c, int cores, int d, int rank, const std::string& outpath,
+                 std::ostream& log) {
+  TileThroughput::load(outpath);  // an existing, valid table, before spending the time
+  const double tau = balance_seconds(exec, c, cores, d, rank, log);
+  if (rank != 0) return;
+  std::ifstream in(outpath);
+  std::ostringstream kept;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("balance", 0) != 0 && line.rfind("# balance", 0) != 0) kept << line << '\n';
+  in.close();
+  std::ofstream f(outpath);
+  f << kept.str() << "# balance: " << c.ranks << " ranks on " << cores << " cores, heads " << c.heads << ", sizes";
+  for (int S : c.sizes) f << ' ' << S;
+  f << "\nbalance " << tau << '\n';
+  DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
+  log << "balance " << tau << '\n';
 }
 #endif
 
@@ -220,7 +344,7 @@ int main(int argc, char** argv) {
     std::string outpath;
     std::vector<std::string> dtypes{"float", "double"};
     std::vector<int> dims{64, 128}, sizes{128, 384, 768};
-    int reduce_mib = 16;
+    int reduce_mib = 16, balance_cores = 0;
     CLI::App app("Times the building block per shape class and writes the cost model's tile table.",
                  "cost_calibrate");
     app.add_option("--heads", c.heads, "heads")->check(at_least(1))->capture_default_str();
@@ -235,6 +359,10 @@ int main(int argc, char** argv) {
                    "per rank (0: skip)")
         ->check(at_least(0))
         ->capture_default_str();
+    app.add_option("--balance-cores", balance_cores,
+                   "this host's cores, fewer than the MPI ranks and not dividing them: measure only the scheduler's "
+                   "balance time and add it to the existing table at -o")
+        ->check(at_least(1));
     app.add_option("--sizes", sizes, "two or more increasing block sizes")->delimiter(',')->check(at_least(1))
         ->capture_default_str();
     if (!parse_command_line(app, argc, argv)) {
@@ -251,38 +379,15 @@ int main(int argc, char** argv) {
     DISTATTN_REQUIRE(c.iters >= 1 && c.heads >= 1, "cost_calibrate", "-n and --heads must be >= 1");
     c.sizes = sizes;
     c.ranks = ranks;
+    DISTATTN_REQUIRE(balance_cores == 0 || ranks > balance_cores, "cost_calibrate",
+                     "--balance-cores " << balance_cores << " needs more MPI ranks than that, got " << ranks);
     Exec exec;
-    TileThroughput table;
-    for (const auto& dt : dtypes)
-      for (int d : dims) {
-        if (dt == "float") calibrate<float>(exec, c, dt, d, table, log);
-        else if (dt == "double") calibrate<double>(exec, c, dt, d, table, log);
-#if defined(KOKKOS_ENABLE_CUDA)
-        else if (dt == "bf16" && compat::has_bhalf) calibrate<compat::bhalf_t>(exec, c, dt, d, table, log);
-        else if (dt == "fp16" && compat::has_half) calibrate<compat::half_t>(exec, c, dt, d, table, log);
-#endif
-        else DISTATTN_REQUIRE(false, "cost_calibrate", "--dtypes: '" << dt << "' is not available in this build");
-      }
-    // One rate each for the table, measured at its smallest head dim (the most rows per byte).
-    const int dmin = *std::min_element(dims.begin(), dims.end());
-    table.set_elementwise_bytes_per_s(merge_bytes_per_s<float>(exec, c, dmin));
-    table.set_copy_bytes_per_s(copy_bytes_per_s<float>(exec, c, dmin));
 #if DISTATTN_ENABLE_MPI
-    // CPU ranks reduce through MPI; GPU runs through NCCL, which this would not time.
-    if (ranks > 1 && reduce_mib > 0 && compat::host_accessible_v<Exec>)
-      table.set_reduce_bytes_per_s(reduce_bytes_per_s(exec, c, reduce_mib));
+    if (balance_cores > 0)
+      add_balance(exec, c, balance_cores, dims.front(), rank, outpath, log);
+    else
 #endif
-    if (rank == 0) {
-      std::ostringstream head;
-      head << "# DistAttn cost-model tile throughput, measured by perf_tests/cost_calibrate on " << Exec::name()
-           << " (heads " << c.heads << ", block sizes";
-      for (int S : sizes) head << ' ' << S;
-      head << ", " << ranks << " rank" << (ranks > 1 ? "s at once, barrier to barrier" : "") << ")\n";
-      std::ofstream f(outpath);
-      DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
-      f << head.str() << table.to_text();
-      std::cout << head.str() << table.to_text();
-    }
+      write_table(exec, c, dtypes, dims, reduce_mib, rank, outpath, log);
   } catch (const std::exception& e) {
     std::cerr << "cost_calibrate (rank " << rank << "): " << e.what() << "\n";
     rc = 1;

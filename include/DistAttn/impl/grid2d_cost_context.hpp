@@ -40,6 +40,7 @@ struct Grid2DCostContext {
     return m.tiles.block_seconds(cls, double(pr.batch) * pr.heads, q, nq, k, nk);
   }
   /// The slowest rank's block at one step: f(r, c) gives that rank's seconds.
+  /// Every rank computes at every step (on shared cores, MachineModel::shared_step_seconds).
   template <class F>
   double slowest(F&& f) const {
     double t = 0;
@@ -47,7 +48,7 @@ struct Grid2DCostContext {
       const GridCoord rc = g.coord(p);
       t = std::max(t, f(rc.row, rc.col));
     }
-    return t;
+    return m.shared_step_seconds(t);
   }
   double send(LinkLevel l, double bytes) const { return m.transfer_seconds(l, bytes); }
   /// Two transfers in flight together from one rank.

@@ -10,6 +10,7 @@
 /// at the same time do not slow each other down, but two sends on the same level do.
 
 #include <DistAttn/core/error.hpp>
+#include <DistAttn/schedule/core_balance.hpp>
 #include <DistAttn/schedule/tile_throughput.hpp>
 
 #include <algorithm>
@@ -49,6 +50,17 @@ struct MachineModel {
     if (!(shared_cores > 0) || shared_ranks <= shared_cores) return 1.0;
     return std::max(1.0, busy / shared_cores) / (double(shared_ranks) / shared_cores);
   }
+
+  /// A step's compute `t` (the slowest rank's, at the fluid share of `busy`
+  /// ranks) where the busy ranks do not divide over the shared cores: the fuller
+  /// core holds the step up until the scheduler evens them out (core_balance.hpp,
+  /// the table's balance time). `t` where the cores are not shared.
+  double shared_step_seconds(double t, double busy) const {
+    if (!(shared_cores > 0) || shared_ranks <= shared_cores) return t;
+    return balanced_share_seconds(t, busy, shared_cores, tiles.balance_seconds());
+  }
+  /// The same with every shared rank busy (Attention2D, Ulysses: no idle steps).
+  double shared_step_seconds(double t) const { return shared_step_seconds(t, shared_ranks); }
 
   const Link& link(LinkLevel l) const { return l == LinkLevel::Intra ? intra : inter; }
   /// Seconds to move `bytes` over one link of level l in one transfer.

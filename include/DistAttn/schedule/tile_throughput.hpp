@@ -18,6 +18,8 @@
 ///   copy <bytes_per_s>              (reorders: packing, interleaving, zeroing; 0 = not modelled)
 ///   reduce <bytes_per_s>            (one step of the backend's sum reduce-scatter, result bytes;
 ///                                    0 = priced as the link's transfer)
+///   balance <seconds>               (CPU ranks outnumbering cores: the scheduler's balance time,
+///                                    schedule/core_balance.hpp; 0 = the fluid share)
 /// perf_tests/cost_calibrate writes such a file for the device it runs on.
 ///
 /// tile_rows (optional, 0 = absent): the kernel computes whole tile_rows x
@@ -187,6 +189,16 @@ class TileThroughput {
   void set_reduce_bytes_per_s(double b) { reduce_ = checked_rate(b, "DistAttn::TileThroughput::set_reduce_bytes_per_s"); }
   double reduce_seconds(double bytes) const { return seconds_at(bytes, reduce_); }
 
+  /// How long this host's scheduler takes to even out ranks that do not divide
+  /// over its cores (schedule/core_balance.hpp), as `cost_calibrate --balance-cores`
+  /// measures it. A property of the host, not of the rates: slowed_down keeps it.
+  double balance_seconds() const { return balance_; }
+  void set_balance_seconds(double s) {
+    DISTATTN_REQUIRE(std::isfinite(s) && s >= 0, "DistAttn::TileThroughput::set_balance_seconds",
+                     "seconds must be finite and >= 0, got " << s);
+    balance_ = s;
+  }
+
   std::string to_text() const {
     std::ostringstream os;
     os.precision(6);
@@ -201,6 +213,7 @@ class TileThroughput {
     os << "elementwise " << elementwise_ << '\n';
     os << "copy " << copy_ << '\n';
     if (reduce_ > 0) os << "reduce " << reduce_ << '\n';
+    if (balance_ > 0) os << "balance " << balance_ << '\n';
     return os.str();
   }
   static TileThroughput from_text(const std::string& text, const std::string& source = "text") {
@@ -233,8 +246,15 @@ class TileThroughput {
         t.set_reduce_bytes_per_s(b);
         continue;
       }
+      if (word == "balance") {
+        double b = -1;
+        DISTATTN_REQUIRE(ls >> b, where, source << ":" << lineno << ": expected 'balance <seconds>'");
+        t.set_balance_seconds(b);
+        continue;
+      }
       DISTATTN_REQUIRE(word == "tile", where,
-                       source << ":" << lineno << ": unknown record '" << word << "' (tile, elementwise, copy or reduce)");
+                       source << ":" << lineno << ": unknown record '" << word
+                                              << "' (tile, elementwise, copy, reduce or balance)");
       std::string dir, kind;
       ShapeClass c;
       TileRate r;
@@ -286,6 +306,7 @@ class TileThroughput {
   double elementwise_ = 0;
   double copy_ = 0;
   double reduce_ = 0;
+  double balance_ = 0;
 };
 
 }  // namespace DistAttn
