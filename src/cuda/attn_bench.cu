@@ -13,7 +13,9 @@
 // --dispatch: forward and backward through the library's dispatch (run_attn_fwd /
 //   run_attn_bwd), i.e. the kernels the device or DISTATTN_CUDA_ARCH_PATH selects, as
 //   built into the library for their target (with DISTATTN_CUDA_ARCH_PATH=sm80 on
-//   Hopper: the sm80 table's compute_80 PTX, JIT-compiled by the driver).
+//   Hopper: the sm80 table's compute_80 PTX, JIT-compiled by the driver). The forward
+//   is timed twice: writing the final O and LSE (direct mode, the work an SDPA forward
+//   does) and merging into the fp32 state (update mode, what a ring step does).
 //
 // The other rows instantiate the kernels here, for this program's sm_90a target
 // ('*' marks the sm90 table's entries; the sm80 table's kernels built for sm_90a
@@ -118,7 +120,7 @@ double time_median(const std::function<void()>& prep, const std::function<void()
 
 struct Buffers {
   int B, S, H, D;
-  __nv_bfloat16 *q, *k, *v, *dout;
+  __nv_bfloat16 *q, *k, *v, *dout, *o;
   float *acc, *m, *l, *lse, *delta, *dq, *dk, *dv;
   float *acc_ref, *dq_ref, *dk_ref, *dv_ref;
   __host__ __device__ std::size_t nt() const { return std::size_t(B) * S * H * D; }
@@ -196,9 +198,17 @@ bool launch_bwd(const AttnBwdParams& p) {
   else return launch_attn_bwd_sm80<Cfg, __nv_bfloat16>(p, nullptr);
 }
 
+/// direct: the kernel writes the final O (bf16) and LSE, what attention_fwd and an
+/// SDPA forward produce, instead of merging into the fp32 state (acc, m, l).
 template <class Cfg>
-double run_fwd(const Buffers& b, bool causal, int w, int n) {
-  const AttnFwdParams p = fwd_params(b, causal);
+double run_fwd(const Buffers& b, bool causal, int w, int n, bool direct = false) {
+  AttnFwdParams p = fwd_params(b, causal);
+  if (direct) {
+    p.o.data = b.o, p.o.batch_stride = p.acc.batch_stride, p.o.row_stride = p.acc.row_stride;
+    p.o.head_stride = p.acc.head_stride;
+    p.lse.data = b.lse, p.lse.batch_stride = p.m.batch_stride, p.lse.head_stride = p.m.head_stride;
+    p.lse.row_stride = p.m.row_stride;
+  }
   auto prep = [&] {
     fill_f32<<<1024, 256>>>(b.m, b.ns(), -INFINITY);
     fill_f32<<<1024, 256>>>(b.l, b.ns(), 0.f);
@@ -229,12 +239,13 @@ double run_bwd(const Buffers& b, bool causal, int w, int n, bool det) {
 }
 
 template <class Cfg>
-void fwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_ref) {
-  const double t  = run_fwd<Cfg>(b, causal, w, n);
+void fwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_ref, bool direct = false) {
+  const double t  = run_fwd<Cfg>(b, causal, w, n, direct);
   const double fl = 4.0 * b.B * b.H * double(b.S) * b.S * b.D * (causal ? 0.5 : 1.0);
   double diff     = 0;
-  if (is_ref) CK(cudaMemcpy(b.acc_ref, b.acc, b.nt() * 4, cudaMemcpyDeviceToDevice));
-  else diff = rel_diff(b.acc, b.acc_ref, b.nt());
+  // Direct mode leaves the state alone (the unit tests check its O and LSE).
+  if (!direct && is_ref) CK(cudaMemcpy(b.acc_ref, b.acc, b.nt() * 4, cudaMemcpyDeviceToDevice));
+  else if (!direct) diff = rel_diff(b.acc, b.acc_ref, b.nt());
   const bool shipped = std::is_same<Cfg, sm90::FwdTileD128>::value || std::is_same<Cfg, sm90::FwdTileD64>::value;
   std::printf("  fwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first %.2e\n", shipped ? '*' : ' ', name, b.S,
               t * 1e6, fl / t * 1e-12, diff);
@@ -294,7 +305,7 @@ int main(int argc, char** argv) {
   for (int S : seqs) {
     Buffers b{1, S, H, D};
     const std::size_t nt = b.nt(), ns = b.ns();
-    for (__nv_bfloat16** p : {&b.q, &b.k, &b.v, &b.dout}) CK(cudaMalloc(p, nt * 2));
+    for (__nv_bfloat16** p : {&b.q, &b.k, &b.v, &b.dout, &b.o}) CK(cudaMalloc(p, nt * 2));
     for (float** p : {&b.acc, &b.dq, &b.dk, &b.dv, &b.acc_ref, &b.dq_ref, &b.dk_ref, &b.dv_ref}) CK(cudaMalloc(p, nt * 4));
     for (float** p : {&b.m, &b.l, &b.lse, &b.delta}) CK(cudaMalloc(p, ns * 4));
     fill_bf16<<<1024, 256>>>(b.q, nt, 1);
@@ -315,6 +326,7 @@ int main(int argc, char** argv) {
       const AttnCudaArch arch = attn_cuda_arch();
       const std::string name  = std::string("dispatched (") + kArch[arch == AttnCudaArch::sm80 ? 1 : arch == AttnCudaArch::sm90 ? 2 : 0] + ")";
       fwd_row<Dispatched>(name.c_str(), b, causal, w, n, true);
+      fwd_row<Dispatched>((name + ", direct O and LSE").c_str(), b, causal, w, n, false, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
       bwd_row<Dispatched>(name.c_str(), b, causal, w, n, true);
     } else if (fwd_only) {
@@ -353,7 +365,7 @@ int main(int argc, char** argv) {
       bwd_row<sm90::BwdTileD64>("shipped, deterministic", b, causal, w, n, false, true);
     }
     CK(cudaDeviceSynchronize());
-    for (void* p : {(void*)b.q, (void*)b.k, (void*)b.v, (void*)b.dout, (void*)b.acc, (void*)b.dq, (void*)b.dk,
+    for (void* p : {(void*)b.q, (void*)b.k, (void*)b.v, (void*)b.dout, (void*)b.o, (void*)b.acc, (void*)b.dq, (void*)b.dk,
                     (void*)b.dv, (void*)b.acc_ref, (void*)b.dq_ref, (void*)b.dk_ref, (void*)b.dv_ref, (void*)b.m,
                     (void*)b.l, (void*)b.lse, (void*)b.delta})
       CK(cudaFree(p));

@@ -2,17 +2,19 @@
 // Forward update kernel (docs/design/building_block.md, "The update") on mma.sync tensor cores, FlashAttention-2
 // structure: one CTA per (query tile, head, batch); every warp owns 16 or 32 query
 // rows (FwdTile::kRowsPerWarp) and keeps their O accumulator and (m, l) in registers
-// while the CTA streams K/V tiles through two shared-memory stages (cp.async, one
-// tile of lead). 16-row warps also keep their Q fragments in registers; 32-row warps
-// (FA2's layout, the sm_80 table's choice for d = 128 and 64) re-read Q from shared
-// memory and reuse every K/V fragment for both 16-row blocks. Only sm_80 features
-// (tile_size.hpp, namespace sm80, says which targets run it).
+// while the CTA streams K/V tiles through one shared-memory stage each (cp.async):
+// V lands under S = Q K^T, the next K under the softmax and O += P V. Two stages of
+// each with a tile of lead measured 3-4 % slower (NOTES.md round 12), and their 96 KB
+// at d = 128 fit one CTA per SM on A100. 16-row warps also keep their Q fragments in
+// registers; 32-row warps (FA2's layout, the sm_80 table's choice for d = 128 and 64)
+// re-read Q from shared memory and reuse every K/V fragment for both 16-row blocks.
+// Only sm_80 features (tile_size.hpp, namespace sm80, says which targets run it).
 //
-//   prologue   Q, K[last] -> smem; V[last] -> smem; (16-row warps: Q -> registers)
-//   per tile   issue K[next]; S = Q K^T; mask; online softmax (exp2, log2e folded
+//   prologue   Q, K[last] -> smem; (16-row warps: Q -> registers)
+//   per tile   wait K; issue V; S = Q K^T; mask; online softmax (exp2, log2e folded
 //              into the scale; O rescaled only when a row max grew); wait V;
-//              issue V[next]; O += P V; wait K[next]
-//              (FwdTile::kEarlyV: wait V and issue V[next] before the softmax, and
+//              issue K[next]; O += P V
+//              (FwdTile::kEarlyV: wait V and issue K[next] before the softmax, and
 //              rescale O every tile, so that the softmax, the rescale and O += P V
 //              are one block without a barrier or a branch, which the compiler
 //              interleaves: per entry, as measured, NOTES.md round 10)
@@ -37,6 +39,7 @@
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
 
+
 namespace DistAttn::Impl::cuda {
 
 template <class Cfg, class Elem>
@@ -55,8 +58,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
 
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sQ  = smem_u32(smem);
-  const uint32_t sK0 = sQ + kQBytes;             // stages at sK0, sK0 + kKVBytes
-  const uint32_t sV0 = sK0 + 2 * kKVBytes;
+  const uint32_t sK  = sQ + kQBytes;
+  const uint32_t sV  = sK + kKVBytes;
 
   // Heaviest query tiles first (causal): they start in the first wave.
   const int qt   = int(gridDim.x) - 1 - int(blockIdx.x);
@@ -110,11 +113,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
 
   int kt = n_kt - 1;
   load_tile_async<BM, D, NT>(sQ, qg, p.q.row_stride, q0, p.seqlen_q, tid, p.head_dim);
-  load_tile_async<BN, D, NT>(sK0, kg, p.k.row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
+  load_tile_async<BN, D, NT>(sK, kg, p.k.row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
   cp_async_commit();
-  load_tile_async<BN, D, NT>(sV0, vg, p.v.row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
-  cp_async_commit();
-  cp_async_wait<1>();
+  cp_async_wait<0>();
   __syncthreads();
 
   // 16-row warps keep their Q fragments (all of head_dim) in registers.
@@ -138,17 +139,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   }
   const float sl2 = p.scale * kLog2e;
 
-  int stage = 0;
+  const typename Tile::Lane la = Tile::lane(lane_row_a(lane), lane_chunk_a(lane));
+  const typename Tile::Lane lb = Tile::lane(lane_row_b(lane), lane_chunk_b(lane));
   for (; kt >= 0; --kt) {
-    const uint32_t sK = sK0 + stage * kKVBytes;
-    const uint32_t sV = sV0 + stage * kKVBytes;
-    // kRebuildAddr: per-thread addresses rebuilt each tile from an opaque copy of the
-    // thread index (a few integer ops) rather than hoisted out of the loop and kept live.
-    const int tid_l = Cfg::kRebuildAddr ? opaque(tid) : tid, lane_l = tid_l & 31;
-    const typename Tile::Lane la = Tile::lane(lane_row_a(lane_l), lane_chunk_a(lane_l));
-    const typename Tile::Lane lb = Tile::lane(lane_row_b(lane_l), lane_chunk_b(lane_l));
-    if (kt > 0) load_tile_async<BN, D, NT>(sK0 + (stage ^ 1) * kKVBytes, kg, p.k.row_stride, (kt - 1) * BN,
-                                           p.seqlen_k, tid_l, p.head_dim);
+    // K[kt] has landed and every warp is done with V[kt+1]: V[kt] may overwrite it.
+    load_tile_async<BN, D, NT>(sV, vg, p.v.row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
     cp_async_commit();
 
     // S = Q K^T for 16 MT rows x BN keys; every K fragment feeds MT products.
@@ -181,13 +176,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
       }
     }
 
-    // Waits for V[kt] (the group before K[kt-1]) and issues V[kt-1] into the other stage.
+    // Waits for V[kt]; once every warp is past S = Q K^T, K[kt-1] may overwrite K[kt].
     auto wait_v_issue_next = [&] {
-      cp_async_wait<1>();
+      cp_async_wait<0>();
       __syncthreads();
-      if (kt > 0) load_tile_async<BN, D, NT>(sV0 + (stage ^ 1) * kKVBytes, vg, p.v.row_stride, (kt - 1) * BN,
-                                             p.seqlen_k, Cfg::kRebuildAddr ? opaque(tid) : tid, p.head_dim);
-      cp_async_commit();
+      if (kt > 0) {
+        load_tile_async<BN, D, NT>(sK, kg, p.k.row_stride, (kt - 1) * BN, p.seqlen_k, tid, p.head_dim);
+        cp_async_commit();
+      }
     };
     if constexpr (Cfg::kEarlyV) wait_v_issue_next();
 
@@ -272,9 +268,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
       }
     }
 
-    cp_async_wait<1>();  // K[kt-1] has landed
+    cp_async_wait<0>();  // K[kt-1] has landed
     __syncthreads();
-    stage ^= 1;
   }
 
   // Epilogue: merge this block's (O, m, l) into the incoming state, row by row (or,

@@ -185,9 +185,11 @@ __device__ __forceinline__ int lane_chunk_b(int lane) { return (lane >> 3) & 1; 
 /// g + (row0 + r) * row_stride; rows at or past `rows_valid`, and columns at or past
 /// `cols_valid` (a head_dim below kCols, padded with zeros), are zero-filled.
 /// Each thread keeps one 16-byte column chunk and steps down the rows by
-/// kThreads / kChunks (a multiple of 8, so the swizzle of its rows is one value):
-/// the addresses advance by constants, not a division and a 64-bit product per copy
-/// (the sm80 forward rebuilds them every key tile; NOTES.md round 10).
+/// kThreads / kChunks (a multiple of 8, so the swizzle of its rows is one value).
+/// Per copy that is a 64-bit add of a precomputed step and a compare with a constant.
+/// The form before multiplied each row index by the stride, which the forward at 255
+/// registers reloaded from the constant bank per row: ~17 integer instructions per
+/// copy (NOTES.md rounds 10 and 12).
 template <int kRows, int kCols, int kThreads, class Elem>
 __device__ __forceinline__ void load_tile_async(uint32_t s_base, const Elem* g, std::int64_t row_stride, int row0,
                                                 int rows_valid, int tid, int cols_valid = kCols) {
@@ -196,16 +198,18 @@ __device__ __forceinline__ void load_tile_async(uint32_t s_base, const Elem* g, 
   static_assert(kThreads % kChunks == 0 && (kRows * kChunks) % kThreads == 0, "tile copy must split evenly over the CTA");
   constexpr int kRowStep = kThreads / kChunks;
   static_assert(kRowStep % 8 == 0 || kRows <= kRowStep, "rows of one thread share their swizzle");
-  const unsigned ut    = unsigned(tid);
-  const int c          = int(ut % unsigned(kChunks));
-  const int r          = int(ut / unsigned(kChunks));
-  const bool col_ok    = c * 8 < cols_valid;
-  const uint32_t s_off = s_base + Tile::offset(r, c);
-  const Elem* src      = g + std::int64_t(row0 + r) * row_stride + c * 8;
+  const unsigned ut       = unsigned(tid);
+  const int c             = int(ut % unsigned(kChunks));
+  const int r             = int(ut / unsigned(kChunks));
+  const int rows_left     = c * 8 < cols_valid ? rows_valid - row0 - r : 0;  // rows this thread copies
+  const uint32_t s_off    = s_base + Tile::offset(r, c);
+  const Elem* src         = g + (std::int64_t(row0 + r) * row_stride + c * 8);
+  const std::int64_t step = std::int64_t(kRowStep) * row_stride;
 #pragma unroll
   for (int it = 0; it < kRows / kRowStep; ++it) {
-    const bool ok = col_ok && row0 + r + it * kRowStep < rows_valid;
-    cp_async_16(s_off + uint32_t(it * kRowStep * Tile::kRowBytes), ok ? src + it * kRowStep * row_stride : g, ok);
+    const bool ok = it * kRowStep < rows_left;
+    cp_async_16(s_off + uint32_t(it * kRowStep * Tile::kRowBytes), ok ? src : g, ok);
+    src += step;
   }
 }
 

@@ -16,9 +16,9 @@
 namespace DistAttn::Impl::cuda {
 
 /// Forward: a CTA owns kBlockM query rows of one (batch, head) and walks K/V
-/// tiles of kBlockN keys, double-buffered in shared memory (cp.async).
-template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_, bool kRebuildAddr_ = false,
-          bool kEarlyV_ = false>
+/// tiles of kBlockN keys through one shared-memory stage each (cp.async, FA2's
+/// pipeline: V lands under Q K^T, the next K under the softmax and P V).
+template <int kHeadDim_, int kBlockM_, int kBlockN_, int kNWarps_, int kMinBlocks_, bool kEarlyV_ = false>
 struct FwdTile {
   static constexpr int kHeadDim  = kHeadDim_;
   static constexpr int kBlockM   = kBlockM_;
@@ -26,15 +26,11 @@ struct FwdTile {
   static constexpr int kNWarps   = kNWarps_;
   static constexpr int kNThreads = 32 * kNWarps_;
   static constexpr int kMinBlocks = kMinBlocks_;  // __launch_bounds__ occupancy hint
-  // Rebuild the per-thread addresses (ldmatrix lane parts, cp.async offsets) inside
-  // the key loop from an opaque copy of the thread index instead of letting them be
-  // hoisted and kept live across it: frees registers (the 64-key d = 128 tile goes
-  // from 144 B of spill to 8 B) for a few integer ops per tile. Not a free win:
-  // NOTES.md runs 4 and 5 measured it slower for the d = 64 tile, hence per entry.
-  static constexpr bool kRebuildAddr = kRebuildAddr_;
-  // Wait for V and issue the next V before the softmax, and rescale O every tile
-  // (attn_fwd_sm80.cuh): the softmax and O += P V then interleave. Needs registers for
-  // both at once: +4-5 % at d = 64, -3-5 % at d = 128 where it spills (NOTES.md run 40).
+  // Wait for V (and issue the next K) before the softmax, and rescale O every tile
+  // without the warp vote (attn_fwd_sm80.cuh), so that the softmax, the rescale and
+  // O += P V are one block the compiler interleaves. Needs registers for both at once:
+  // +4-5 % at d = 64; at d = 128 it lost 3-5 % to spills (NOTES.md run 40) and still
+  // spills 76 B with one stage (round 12).
   static constexpr bool kEarlyV = kEarlyV_;
   static constexpr bool kWgmma = false;  // -> attn_fwd_sm80.cuh
   static constexpr bool kWs    = false;
@@ -44,8 +40,8 @@ struct FwdTile {
   static constexpr int kRowsPerWarp = kBlockM / kNWarps;
   static_assert(kRowsPerWarp == 16 || kRowsPerWarp == 32, "16 or 32 query rows per warp");
   static_assert(kBlockN % 16 == 0 && kHeadDim % 16 == 0, "mma k/n granularity");
-  // Q tile + 2 stages of K + 2 stages of V, bf16/fp16.
-  static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 4 * kBlockN * kHeadDim);
+  // Q tile + one K and one V stage, bf16/fp16.
+  static constexpr int kSmemBytes = 2 * (kBlockM * kHeadDim + 2 * kBlockN * kHeadDim);
 };
 
 /// Backward, FA2's sm80 layout (attn_bwd_sm80.cuh): a CTA owns kBlockN keys of one
@@ -177,17 +173,16 @@ using BwdTileD64  = WsBwdTile<64>;
 namespace sm80 {
 // fwd d = 128: FA2's 32 rows per warp, 4 warps, 2 CTAs per SM. Q is re-read from
 // shared memory each tile, but every K/V fragment feeds two row blocks (192 B of
-// ldmatrix per mma instead of 256). With the addresses rebuilt per tile
-// (kRebuildAddr) the 64-key tile spills 8 B instead of 144 and is the fastest
-// mma.sync forward: 335.4 TF/s (NOTES.md run 5; same run: 322.9 for the 32-key tile,
-// 326.2 for the spill-free rebuilt 48-key one). 96 KB: fits every sm_8x (one CTA per
-// SM on A100 and sm_86 / sm_89, two on Hopper). Run 39 (H100, JIT-compiled PTX, 8K / 16K /
-// 32K causal): 285.1 / 318.2 / 339.1 TF/s, 0.92-0.96x FA2; without the rebuild 2-4 % slower.
-using FwdTileD128 = FwdTile<128, 128, 64, 4, 2, true>;
-// fwd d = 64: 32 rows per warp, 64-key tiles, 2 CTAs/SM, 64 KB; V waited for before the
-// softmax (kEarlyV): run 40 (H100, JIT-compiled PTX, 8K / 16K / 32K causal) 277.6 / 298.4 /
-// 310.4 TF/s against 264.4 / 288.2 / 297.7 without, 0.97-0.99x FA2.
-using FwdTileD64 = FwdTile<64, 128, 64, 4, 2, false, true>;
+// ldmatrix per mma instead of 256). 64 KB with one K and one V stage: two CTAs per SM
+// on A100 as on Hopper (one on sm_86 / sm_89); the double-buffered 96 KB tile before
+// it fitted one on A100. NOTES.md run 54 (H100, JIT-compiled PTX, causal, 8K / 16K /
+// 32K): 346.3-349.1 / 361.6-365.4 / 358.1-370.8 TF/s, 1.12-1.16 / 1.06-1.08 / 1.02-1.05x
+// FA2 in the same call; the round before ran 285.1 / 320.2 / 339.1 (run 49).
+using FwdTileD128 = FwdTile<128, 128, 64, 4, 2>;
+// fwd d = 64: 32 rows per warp, 64-key tiles, 2 CTAs/SM, 32 KB; O rescaled every tile
+// (kEarlyV). Run 54 (same conditions): 312.9-315.1 / 323.4-324.5 / 319.2-332.7 TF/s
+// against FA2's 277.7 / 306.2 / 319.5.
+using FwdTileD64 = FwdTile<64, 128, 64, 4, 2, true>;
 // bwd: FA2's layout (P, dS through shared memory, 32-row warp blocks in every
 // product): ~230 B of ldmatrix per mma instead of ~290. dQ by scalar red.add into a
 // fragment-order scratch, one 128-byte line per warp and red, KV heads in chunks under
