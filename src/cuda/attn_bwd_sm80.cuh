@@ -26,11 +26,14 @@
 
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
+#include "tile_order.cuh"
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace DistAttn::Impl::cuda {
@@ -58,7 +61,7 @@ struct DqFragOrder {
 
 template <class Cfg, class Elem>
 __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks)
-    attn_bwd_ps_kernel(const AttnBwdParams p, float* __restrict__ dq_scratch, const int hk0) {
+    attn_bwd_ps_kernel(const AttnBwdParams p, float* __restrict__ dq_scratch, const int hk0, const int nhk) {
   using namespace detail;
   using Ops        = ElemOps<Elem>;
   constexpr int D  = Cfg::kHeadDim;
@@ -94,9 +97,12 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks)
   float* sDelta = sLse + 2 * BM;                               // [2][BM]
   int* sLim     = reinterpret_cast<int*>(sDelta + 2 * BM);     // [2][BM]
 
-  const int kt   = blockIdx.x;
-  const int hk   = hk0 + int(blockIdx.y);  // this launch covers KV heads hk0 .. hk0 + gridDim.y - 1
-  const int b    = blockIdx.z;
+  // This launch covers KV heads hk0 .. hk0 + nhk - 1. Key tile 0 sees every query
+  // under a causal mask: heaviest first, over groups of heads (tile_order.cuh).
+  const GroupedTile order = grouped_tile(int(blockIdx.x), (p.seqlen_k + BN - 1) / BN, nhk, Cfg::kHeadGroup);
+  const int kt   = order.rank;
+  const int hk   = hk0 + order.head;
+  const int b    = blockIdx.y;
   const int G    = p.heads / p.heads_kv;
   const int k0   = kt * BN;
   const int tid  = threadIdx.x;
@@ -328,7 +334,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks)
         }
       }
       using Order = DqFragOrder<Cfg>;
-      const int chunk_heads = int(gridDim.y) * G;  // the scratch holds this launch's query heads
+      const int chunk_heads = nhk * G;  // the scratch holds this launch's query heads
       float* acc = dq_scratch + ((std::int64_t(b) * chunk_heads + (h - hk0 * G)) * n_qt + qt) * Order::kTile + tid;
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt)
@@ -403,6 +409,7 @@ bool launch_attn_bwd_sm80(const AttnBwdParams& p, cudaStream_t stream) {
   const int n_kt = (p.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   if (n_kt == 0 || n_qt == 0 || p.heads == 0 || p.batch == 0) return true;  // no gradient to add
+  if (std::int64_t(n_kt) * p.heads_kv > INT_MAX) return false;  // past a 1-D grid: the portable kernel runs
   const int G = p.heads / p.heads_kv;
   const std::size_t per_kv_head =
       sizeof(float) * std::size_t(p.batch) * std::size_t(G) * std::size_t(n_qt) * DqFragOrder<Cfg>::kTile;
@@ -420,8 +427,8 @@ bool launch_attn_bwd_sm80(const AttnBwdParams& p, cudaStream_t stream) {
     const int nh = std::min(chunk, p.heads_kv - hk0);
     err          = cudaMemsetAsync(scratch, 0, per_kv_head * std::size_t(nh), stream);
     if (err != cudaSuccess) break;
-    kernel<<<dim3(unsigned(n_kt), unsigned(nh), unsigned(p.batch)), Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(
-        p, scratch, hk0);
+    kernel<<<dim3(unsigned(n_kt * nh), unsigned(p.batch)), Cfg::kNThreads, Cfg::kSmemBytes, stream>>>(p, scratch,
+                                                                                                   hk0, nh);
     err = cudaGetLastError();
     if (err != cudaSuccess) break;
     attn_bwd_dq_add_kernel<Cfg><<<dim3(unsigned(n_qt), unsigned(nh * G), unsigned(p.batch)), 256, 0, stream>>>(

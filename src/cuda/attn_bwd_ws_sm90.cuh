@@ -36,8 +36,9 @@
 // warpgroup 0's partial tile to its own in shared memory) whatever the schedule: bitwise reproducible. Every
 // key tile below kt contributes to every query tile kt does (the row limits are
 // non-decreasing), and CTAs start in linear blockIdx order, in which key tile kt - 1
-// of a head comes before kt, so the waits always end. The grid is heads-fastest
-// there, so that the CTAs running together form many short chains (NOTES.md run 23).
+// of a head comes before kt (tile_order.cuh: for any group size), so the waits always
+// end. The grid is heads-fastest there (one group of every head), so that the CTAs
+// running together form many short chains (NOTES.md run 23).
 //
 // Measured slower and removed (NOTES.md runs 22, 24, 26, 28): issuing the next
 // step's S^T / dP^T before waiting for dK (the stage then goes back a step later and
@@ -47,10 +48,13 @@
 
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
+#include "tile_order.cuh"
 #include "tma.hpp"
 #include "wgmma.cuh"
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
+
+#include <climits>
 
 namespace DistAttn::Impl::cuda {
 
@@ -122,12 +126,15 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_full  = [&](int s) { return base + kOffBar + 8 + 8 * s; };
   auto bar_empty = [&](int s) { return base + kOffBar + 8 + 8 * NQS + 8 * s; };
 
-  // Deterministic runs order the grid heads-fastest: the CTAs that run together then
-  // belong to several heads' short semaphore chains instead of one head's long one.
-  const bool hf = semaphore != nullptr;
-  const int kt  = hf ? blockIdx.y : blockIdx.x;
-  const int hk  = hf ? blockIdx.x : blockIdx.y;
-  const int b   = blockIdx.z;
+  // Key tile 0 sees every query under a causal mask: heaviest first, over groups of
+  // heads (tile_order.cuh). Deterministic runs take one group of every head
+  // (heads-fastest): the CTAs that run together then belong to several heads' short
+  // semaphore chains instead of one head's long one.
+  const GroupedTile order = grouped_tile(int(blockIdx.x), (p.seqlen_k + BN - 1) / BN, p.heads_kv,
+                                      semaphore != nullptr ? p.heads_kv : Cfg::kHeadGroup);
+  const int kt  = order.rank;
+  const int hk  = order.head;
+  const int b   = blockIdx.y;
   const int G   = p.heads / p.heads_kv;
   const int k0  = kt * BN;
   const int tid = threadIdx.x;
@@ -507,6 +514,7 @@ bool launch_attn_bwd_ws(const AttnBwdParams& p, cudaStream_t stream) {
     return false;
   const int n_kt = (p.seqlen_k + 127) / 128;
   const int n_qt = (p.seqlen_q + 63) / 64;
+  if (std::int64_t(n_kt) * p.heads_kv > INT_MAX) return false;  // past a 1-D grid: another kernel runs
   int* sem       = nullptr;
   cudaError_t err = cudaSuccess;
   if (p.deterministic) {
@@ -515,8 +523,7 @@ bool launch_attn_bwd_ws(const AttnBwdParams& p, cudaStream_t stream) {
     if (err == cudaSuccess) err = cudaMemsetAsync(sem, 0, bytes, stream);
     check_launch(err, "attn_bwd_ws_kernel (semaphores)");
   }
-  const dim3 grid = p.deterministic ? dim3(unsigned(p.heads_kv), unsigned(n_kt), unsigned(p.batch))
-                                    : dim3(unsigned(n_kt), unsigned(p.heads_kv), unsigned(p.batch));
+  const dim3 grid(unsigned(n_kt * p.heads_kv), unsigned(p.batch));
   auto kernel = attn_bwd_ws_kernel<Cfg, Elem>;
   err         = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err == cudaSuccess) {

@@ -36,9 +36,12 @@
 #include "attn_fwd_epilogue.cuh"
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
+#include "tile_order.cuh"
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
 
+#include <climits>
+#include <cstdint>
 
 namespace DistAttn::Impl::cuda {
 
@@ -61,10 +64,12 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   const uint32_t sK  = sQ + kQBytes;
   const uint32_t sV  = sK + kKVBytes;
 
-  // Heaviest query tiles first (causal): they start in the first wave.
-  const int qt   = int(gridDim.x) - 1 - int(blockIdx.x);
-  const int h    = blockIdx.y;
-  const int b    = blockIdx.z;
+  // Heaviest query tiles first (causal), over groups of heads (tile_order.cuh).
+  const int n_qtiles    = (p.seqlen_q + BM - 1) / BM;
+  const GroupedTile order  = grouped_tile(int(blockIdx.x), n_qtiles, p.heads, Cfg::kHeadGroup);
+  const int qt   = n_qtiles - 1 - order.rank;
+  const int h    = order.head;
+  const int b    = blockIdx.y;
   const int hk   = h / (p.heads / p.heads_kv);
   const int q0   = qt * BM;
   const int tid  = threadIdx.x;
@@ -291,8 +296,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
 template <class Cfg, class Elem>
 bool launch_attn_fwd_sm80(const AttnFwdParams& p, cudaStream_t stream) {
   if (!device_smem_fits(Cfg::kSmemBytes)) return false;
-  const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  const dim3 grid(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch));
+  const std::int64_t n_ctas = std::int64_t((p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM) * p.heads;
+  if (n_ctas > INT_MAX) return false;  // past a 1-D grid: the portable kernel runs
+  const dim3 grid(unsigned(n_ctas), unsigned(p.batch));
   auto kernel = attn_fwd_kernel<Cfg, Elem>;
   cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);

@@ -35,10 +35,14 @@
 #include "attn_fwd_epilogue.cuh"
 #include "attn_launch.hpp"
 #include "attn_mma.cuh"
+#include "tile_order.cuh"
 #include "tma.hpp"
 #include "wgmma.cuh"
 
 #include <DistAttn/impl/cuda/attn_params.hpp>
+
+#include <climits>
+#include <cstdint>
 
 namespace DistAttn::Impl::cuda {
 
@@ -70,9 +74,12 @@ __global__ void __launch_bounds__(384, 1)
   auto full_v  = [&](int s) { return sBar + 8 + 16 * NK + 8 * s; };
   auto empty_v = [&](int s) { return sBar + 8 + 16 * NK + 8 * NV + 8 * s; };
 
-  const int qt  = int(gridDim.x) - 1 - int(blockIdx.x);  // heaviest causal tiles first
-  const int h   = blockIdx.y;
-  const int b   = blockIdx.z;
+  // Heaviest causal tiles first, over groups of heads (tile_order.cuh).
+  const int n_qtiles   = (p.seqlen_q + BM - 1) / BM;
+  const GroupedTile order = grouped_tile(int(blockIdx.x), n_qtiles, p.heads, Cfg::kHeadGroup);
+  const int qt  = n_qtiles - 1 - order.rank;
+  const int h   = order.head;
+  const int b   = blockIdx.y;
   const int hk  = h / (p.heads / p.heads_kv);
   const int q0  = qt * BM;
   const int tid = threadIdx.x;
@@ -324,8 +331,9 @@ bool launch_attn_fwd_ws(const AttnFwdParams& p, cudaStream_t stream) {
       !encode_tile_tensor_map(&tm.v, p.v.data, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v.row_stride,
                               p.v.head_stride, p.v.batch_stride, Cfg::kBlockN))
     return false;
-  const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
-  const dim3 grid(unsigned(n_qt), unsigned(p.heads), unsigned(p.batch));
+  const std::int64_t n_ctas = std::int64_t((p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM) * p.heads;
+  if (n_ctas > INT_MAX) return false;  // past a 1-D grid: the portable kernel runs
+  const dim3 grid(unsigned(n_ctas), unsigned(p.batch));
   auto kernel = attn_fwd_ws_kernel<Cfg, Elem>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
   if (err == cudaSuccess) {

@@ -34,6 +34,12 @@ struct FwdTile {
   static constexpr bool kEarlyV = kEarlyV_;
   static constexpr bool kWgmma = false;  // -> attn_fwd_sm80.cuh
   static constexpr bool kWs    = false;
+  // CTAs launched heaviest query tile first over groups of 4 heads (tile_order.cuh).
+  // Against one head at a time, forced sm80 on an H100, causal, 8K / 16K / 32K
+  // (NOTES.md round 12): d = 128 +10-11 / +4 / 0 %, d = 64 +4-5 / +1-2 / 0 %; every
+  // head at once (32) lost 3 % at 32K, where the CTAs running together read more K/V
+  // than L2 holds.
+  static constexpr int kHeadGroup = 4;
   // 16 rows per warp: Q fragments stay in registers. 32 rows per warp (FA2's
   // layout): Q is re-read from shared memory, but every K/V fragment feeds two
   // products, so shared-memory bytes per mma drop from 256 to 160.
@@ -60,6 +66,10 @@ struct BwdTilePS {
   static constexpr int kMinBlocks = kMinBlocks_;
   static constexpr bool kWgmma     = false;
   static constexpr bool kWs        = false;
+  // CTAs launched heaviest key tile first, one head at a time (tile_order.cuh):
+  // groups of 2-8 heads moved the d = 128 backward by +1-5 % at 8K and -1 % at 16K /
+  // 32K, and d = 64 by less than 1 % (NOTES.md round 12).
+  static constexpr int kHeadGroup = 1;
   static_assert((kBlockM / 32) * (kBlockN / 32) == kNWarps, "phase-1 grid: one 32x32 block per warp");
   // K, V + 2 stages of Q and dO + P and dS tiles + 2 stages of (LSE, Delta, limit).
   static constexpr int kSmemBytes =
@@ -86,6 +96,10 @@ struct WsFwdTile {
   static constexpr int kMinBlocks = 1;
   static constexpr bool kWgmma    = true;
   static constexpr bool kWs       = true;
+  // CTAs launched heaviest query tile first over groups of 4 heads (tile_order.cuh):
+  // +3 % at 8K and 0-1 % at 16K / 32K (d = 128), +1 % at 8K (d = 64), against one
+  // head at a time (NOTES.md round 12).
+  static constexpr int kHeadGroup = 4;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
   static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
@@ -131,6 +145,11 @@ struct WsBwdTile {
   static constexpr int kNThreads  = 384;
   static constexpr bool kWgmma    = true;
   static constexpr bool kWs       = true;
+  // CTAs launched heaviest key tile first, one head at a time (tile_order.cuh):
+  // groups of 2-8 heads measured within the call-to-call spread at 8K / 16K and 2-7 %
+  // slower at 32K (d = 128), where 4 heads' Q and dO (64 MB) no longer fit L2
+  // (NOTES.md round 12).
+  static constexpr int kHeadGroup = 1;
   using Fallback = WgBwdTile<kHeadDim_, 64, 128>;
   // K, V + 2 stages of Q and dO + 2 stages of dS^T (16-bit) + 2 fp32 64 x 64 dQ
   // tiles + 2 stages of (LSE, Delta, key limit) + 5 mbarriers + 1 KB alignment slack.
