@@ -26,6 +26,11 @@
 // with K ranks that do not divide over the host's C cores (3 on 2) measures only the
 // scheduler's balance time (schedule/core_balance.hpp) and adds it to the existing
 // table: one forward call per size, timed with the first C ranks alone and with all K.
+//
+//   [mpiexec -n K] cost_calibrate -o tiles.txt --heads 72 --head-counts 2,9,36 [--sizes ... -n ...]
+//
+// measures only how much faster per head a call over fewer heads runs than one over
+// --heads (TileThroughput::head_factor) and adds the `heads` lines to the existing table.
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/impl/grid2d_buffers.hpp>
 #include <DistAttn/schedule/core_balance.hpp>
@@ -304,6 +309,52 @@ void write_table(const Exec& exec, const Config& c, const std::vector<std::strin
   std::cout << head.str() << table.to_text();
 }
 
+/// Rewrites the table at `path` with its `record` lines and their `# record` comment
+/// replaced by `lines` at the end; every other line and comment is kept as it is.
+void replace_records(const std::string& path, const std::string& record, const std::string& lines) {
+  std::ifstream in(path);
+  std::ostringstream kept;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(record, 0) != 0 && line.rfind("# " + record, 0) != 0) kept << line << '\n';
+  in.close();
+  std::ofstream out(path);
+  out << kept.str() << lines;
+  DISTATTN_REQUIRE(out.good(), "cost_calibrate", "cannot write '" << path << "'");
+}
+
+/// Seconds per head of the four calls at block size S with `heads` heads.
+template <class T>
+double seconds_per_head(const Exec& exec, Config c, int heads, int S, int d) {
+  c.heads = heads;
+  const Seconds2x2 t = time_block<T>(exec, c, S, d);
+  return (t[0][0] + t[0][1] + t[1][0] + t[1][1]) / heads;
+}
+
+/// The head factors (TileThroughput::head_factor) at `counts` heads per call against
+/// the table's --heads, at the largest --sizes block, added to the table at `outpath`
+/// in place of the heads lines it had. Each count is timed right after the table's
+/// head count, so that a drift of the machine between them cancels.
+void add_head_factors(const Exec& exec, const Config& c, std::vector<int> counts, int d, int rank,
+                      const std::string& outpath, std::ostream& log) {
+  TileThroughput::load(outpath);  // an existing, valid table, before spending the time
+  const int S = c.sizes.back();
+  std::vector<std::pair<int, double>> f{{c.heads, 1.0}};
+  for (int h : counts) {
+    const double base = seconds_per_head<float>(exec, c, c.heads, S, d), at = seconds_per_head<float>(exec, c, h, S, d);
+    f.emplace_back(h, at / base);
+    log << "# heads " << h << ": " << at * 1e3 << " ms per head, " << c.heads << ": " << base * 1e3 << " ms -> "
+        << at / base << "\n";
+  }
+  std::sort(f.begin(), f.end());
+  if (rank != 0) return;
+  TileThroughput check;
+  check.set_head_factors(f);
+  std::ostringstream lines;
+  lines << "# heads: float, d " << d << ", S " << S << ", " << c.ranks << " rank(s) at once\n";
+  for (const auto& [h, x] : f) lines << "heads " << h << ' ' << x << '\n';
+  replace_records(outpath, "heads", lines.str());
+}
+
 #if DISTATTN_ENABLE_MPI
 /// The balance time of this host, added to the table at `outpath` in place of the
 /// balance line it had (the table's other lines and comments are kept as they are).
@@ -312,16 +363,11 @@ void add_balance(const Exec& exec, const Config& c, int cores, int d, int rank, 
   TileThroughput::load(outpath);  // an existing, valid table, before spending the time
   const double tau = balance_seconds(exec, c, cores, d, rank, log);
   if (rank != 0) return;
-  std::ifstream in(outpath);
-  std::ostringstream kept;
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("balance", 0) != 0 && line.rfind("# balance", 0) != 0) kept << line << '\n';
-  in.close();
-  std::ofstream f(outpath);
-  f << kept.str() << "# balance: " << c.ranks << " ranks on " << cores << " cores, heads " << c.heads << ", sizes";
-  for (int S : c.sizes) f << ' ' << S;
-  f << "\nbalance " << tau << '\n';
-  DISTATTN_REQUIRE(f.good(), "cost_calibrate", "cannot write '" << outpath << "'");
+  std::ostringstream lines;
+  lines << "# balance: " << c.ranks << " ranks on " << cores << " cores, heads " << c.heads << ", sizes";
+  for (int S : c.sizes) lines << ' ' << S;
+  lines << "\nbalance " << tau << '\n';
+  replace_records(outpath, "balance", lines.str());
   log << "balance " << tau << '\n';
 }
 #endif
@@ -345,6 +391,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> dtypes{"float", "double"};
     std::vector<int> dims{64, 128}, sizes{128, 384, 768};
     int reduce_mib = 16, balance_cores = 0;
+    std::vector<int> head_counts;
     CLI::App app("Times the building block per shape class and writes the cost model's tile table.",
                  "cost_calibrate");
     app.add_option("--heads", c.heads, "heads")->check(at_least(1))->capture_default_str();
@@ -362,6 +409,12 @@ int main(int argc, char** argv) {
     app.add_option("--balance-cores", balance_cores,
                    "this host's cores, fewer than the MPI ranks and not dividing them: measure only the scheduler's "
                    "balance time and add it to the existing table at -o")
+        ->check(at_least(1));
+    app.add_option("--head-counts", head_counts,
+                   "heads per call other than --heads (as Ulysses and the hybrid call): measure only the arithmetic "
+                   "time per head at each against --heads (float, the first --dims, the largest --sizes) and add it "
+                   "to the existing table at -o")
+        ->delimiter(',')
         ->check(at_least(1));
     app.add_option("--sizes", sizes, "two or more increasing block sizes")->delimiter(',')->check(at_least(1))
         ->capture_default_str();
@@ -381,7 +434,14 @@ int main(int argc, char** argv) {
     c.ranks = ranks;
     DISTATTN_REQUIRE(balance_cores == 0 || ranks > balance_cores, "cost_calibrate",
                      "--balance-cores " << balance_cores << " needs more MPI ranks than that, got " << ranks);
+    DISTATTN_REQUIRE(balance_cores == 0 || head_counts.empty(), "cost_calibrate",
+                     "--balance-cores and --head-counts are separate runs");
     Exec exec;
+    if (!head_counts.empty()) {
+      DISTATTN_REQUIRE(std::find(head_counts.begin(), head_counts.end(), c.heads) == head_counts.end(), "cost_calibrate",
+                       "--head-counts must not repeat --heads " << c.heads);
+      add_head_factors(exec, c, head_counts, dims.front(), rank, outpath, log);
+    } else
 #if DISTATTN_ENABLE_MPI
     if (balance_cores > 0)
       add_balance(exec, c, balance_cores, dims.front(), rank, outpath, log);

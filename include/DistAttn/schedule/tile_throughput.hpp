@@ -20,6 +20,8 @@
 ///                                    0 = priced as the link's transfer)
 ///   balance <seconds>               (CPU ranks outnumbering cores: the scheduler's balance time,
 ///                                    schedule/core_balance.hpp; 0 = the fluid share)
+///   heads <batch_heads> <factor>    (a call's arithmetic time per head at that many heads over
+///                                    the table's; none = 1 at every head count)
 /// perf_tests/cost_calibrate writes such a file for the device it runs on.
 ///
 /// tile_rows (optional, 0 = absent): the kernel computes whole tile_rows x
@@ -32,6 +34,7 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/schedule/causal_pairs.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -39,6 +42,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace DistAttn {
@@ -136,7 +140,33 @@ class TileThroughput {
     if (pairs <= 0) return 0;
     const TileRate r = rate(c);
     return r.overhead_s * (r.overhead_per_head ? batch_heads : 1.0) +
-           block_flops(c.direction, batch_heads, c.head_dim, pairs) / r.flops_per_s;
+           head_factor(batch_heads) * block_flops(c.direction, batch_heads, c.head_dim, pairs) / r.flops_per_s;
+  }
+  /// A call's arithmetic time per head relative to the table's rates, which were
+  /// measured at one head count: on CPU ranks a call over fewer heads runs faster
+  /// per head (its K/V stay in cache longer), and Ulysses calls 1-18 heads where
+  /// the ring calls all 72 (docs/PERFORMANCE.md, issue #11). Interpolated in
+  /// log(heads) between the measured counts, the nearest outside them.
+  double head_factor(double batch_heads) const {
+    const auto& f = head_factors_;
+    if (f.empty() || !(batch_heads > 0)) return 1.0;
+    if (batch_heads <= f.front().first) return f.front().second;
+    if (batch_heads >= f.back().first) return f.back().second;
+    std::size_t i = 1;
+    while (f[i].first < batch_heads) ++i;
+    const double w = std::log(batch_heads / f[i - 1].first) / std::log(double(f[i].first) / f[i - 1].first);
+    return f[i - 1].second + w * (f[i].second - f[i - 1].second);
+  }
+  /// (heads, factor) points, heads increasing; empty: 1 at every head count.
+  const std::vector<std::pair<int, double>>& head_factors() const { return head_factors_; }
+  void set_head_factors(std::vector<std::pair<int, double>> f) {
+    for (std::size_t i = 0; i < f.size(); ++i)
+      DISTATTN_REQUIRE(f[i].first >= 1 && std::isfinite(f[i].second) && f[i].second > 0 &&
+                           (i == 0 || f[i].first > f[i - 1].first),
+                       "DistAttn::TileThroughput::set_head_factors",
+                       "need increasing head counts >= 1 with finite factors > 0, got " << f[i].first << " "
+                                                                                         << f[i].second);
+    head_factors_ = std::move(f);
   }
   /// The pairs a call on nq query rows at positions q against nk keys at k is
   /// charged for: kept pairs (causal) or all of them, or whole tiles where the
@@ -214,6 +244,7 @@ class TileThroughput {
     os << "copy " << copy_ << '\n';
     if (reduce_ > 0) os << "reduce " << reduce_ << '\n';
     if (balance_ > 0) os << "balance " << balance_ << '\n';
+    for (const auto& [h, f] : head_factors_) os << "heads " << h << ' ' << f << '\n';
     return os.str();
   }
   static TileThroughput from_text(const std::string& text, const std::string& source = "text") {
@@ -252,9 +283,19 @@ class TileThroughput {
         t.set_balance_seconds(b);
         continue;
       }
+      if (word == "heads") {
+        int h = 0;
+        double f = 0;
+        DISTATTN_REQUIRE(ls >> h >> f, where, source << ":" << lineno << ": expected 'heads <batch_heads> <factor>'");
+        auto all = t.head_factors_;
+        all.emplace_back(h, f);
+        std::sort(all.begin(), all.end());
+        t.set_head_factors(std::move(all));
+        continue;
+      }
       DISTATTN_REQUIRE(word == "tile", where,
                        source << ":" << lineno << ": unknown record '" << word
-                                              << "' (tile, elementwise, copy, reduce or balance)");
+                                              << "' (tile, elementwise, copy, reduce, balance or heads)");
       std::string dir, kind;
       ShapeClass c;
       TileRate r;
@@ -307,6 +348,7 @@ class TileThroughput {
   double copy_ = 0;
   double reduce_ = 0;
   double balance_ = 0;
+  std::vector<std::pair<int, double>> head_factors_;
 };
 
 }  // namespace DistAttn
