@@ -502,6 +502,8 @@ TEST(CostModel, TileTableRoundTripsAndRejectsBadLines) {
   EXPECT_CONTAINS(message("tile sideways full bf16 64 1e12 0\n"), ("direction 'sideways'"));
   EXPECT_CONTAINS(message("tile fwd full bf16 64 -5 0\n"), ("flops_per_s must be finite and > 0"));
   EXPECT_CONTAINS(message("tiles fwd\n"), ("unknown record 'tiles'"));
+  EXPECT_CONTAINS(message("# rates\ncopy fast\n"), ("tiles.txt:2: expected 'copy <bytes_per_s>'"));
+  EXPECT_CONTAINS(message("balance\n"), ("tiles.txt:1: expected 'balance <seconds>'"));
   EXPECT_CONTAINS(message("tile fwd full bf16 64 1e12 0 -64\n"), ("tile_rows must be >= 0"));
   EXPECT_CONTAINS(message("tile fwd full bf16 64 1e12 0 64 per_call\n"), ("'per_call' after tile_rows"));
   EXPECT_THROW(TileThroughput::load("/nonexistent/tiles.txt"), InvalidArgument);

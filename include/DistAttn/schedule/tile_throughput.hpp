@@ -259,28 +259,26 @@ class TileThroughput {
       std::istringstream ls(line);
       std::string word;
       if (!(ls >> word)) continue;
+      // One-number records: the word, the number's unit (for the message) and its setter.
+      const auto scalar = [&](const char* unit, auto&& set) {
+        double v = -1;
+        DISTATTN_REQUIRE(ls >> v, where, source << ":" << lineno << ": expected '" << word << " <" << unit << ">'");
+        set(v);
+      };
       if (word == "elementwise") {
-        double b = -1;
-        DISTATTN_REQUIRE(ls >> b, where, source << ":" << lineno << ": expected 'elementwise <bytes_per_s>'");
-        t.set_elementwise_bytes_per_s(b);
+        scalar("bytes_per_s", [&](double v) { t.set_elementwise_bytes_per_s(v); });
         continue;
       }
       if (word == "copy") {
-        double b = -1;
-        DISTATTN_REQUIRE(ls >> b, where, source << ":" << lineno << ": expected 'copy <bytes_per_s>'");
-        t.set_copy_bytes_per_s(b);
+        scalar("bytes_per_s", [&](double v) { t.set_copy_bytes_per_s(v); });
         continue;
       }
       if (word == "reduce") {
-        double b = -1;
-        DISTATTN_REQUIRE(ls >> b, where, source << ":" << lineno << ": expected 'reduce <bytes_per_s>'");
-        t.set_reduce_bytes_per_s(b);
+        scalar("bytes_per_s", [&](double v) { t.set_reduce_bytes_per_s(v); });
         continue;
       }
       if (word == "balance") {
-        double b = -1;
-        DISTATTN_REQUIRE(ls >> b, where, source << ":" << lineno << ": expected 'balance <seconds>'");
-        t.set_balance_seconds(b);
+        scalar("seconds", [&](double v) { t.set_balance_seconds(v); });
         continue;
       }
       if (word == "heads") {
