@@ -77,6 +77,9 @@ TYPED_TEST(AttentionBwd, GqaOddSizesAndStridedMasks) {
   check_bwd<T>({2, 29, 41, 6, 1, 64}, Mask::none());
   check_bwd<T>({1, 40, 40, 2, 2, 64}, Mask::causal({1, 4}, {2, 4}));
   check_bwd<T>({1, 25, 50, 2, 1, 64}, Mask::causal({1, 4}, {0, 2}));
+  // An odd head_dim and one past the register-blocked kernels' 128, as in the forward test.
+  check_bwd<T>({1, 45, 45, 2, 1, 33}, Mask::causal());
+  check_bwd<T>({1, 37, 37, 2, 2, 160}, Mask::causal());
 }
 
 TYPED_TEST(AttentionBwd, EmptyRowsGiveZeroGradientsWithoutNaN) {

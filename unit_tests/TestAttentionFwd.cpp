@@ -59,6 +59,10 @@ TYPED_TEST(AttentionFwd, OddSizes) {
   check_one_shot<T>({1, 17, 17, 3, 3, 64}, Mask::causal());
   check_one_shot<T>({1, 17, 40, 2, 1, 32}, Mask::none());
   check_one_shot<T>({1, 1000, 1000, 1, 1, 64}, Mask::causal());
+  // An odd head_dim (device tiles read it one element at a time and pad it to 36
+  // columns) and one past the register-blocked kernels' 128 (the TeamGemm kernel).
+  check_one_shot<T>({1, 45, 45, 2, 1, 33}, Mask::causal());
+  check_one_shot<T>({1, 37, 37, 2, 2, 160}, Mask::causal());
 }
 
 TYPED_TEST(AttentionFwd, GqaAndMqa) {

@@ -10,6 +10,8 @@
 // Kernels GEMM on whole scratch tiles (tile_gemm.hpp); padding rows are zero.
 
 #include <DistAttn/core/types.hpp>
+#include <DistAttn/impl/attn_bwd_regtile.hpp>
+#include <DistAttn/impl/attn_operands.hpp>
 #include <DistAttn/impl/tile_config.hpp>
 #include <DistAttn/impl/tile_gemm.hpp>
 #include <DistAttn/impl/tile_loops.hpp>
@@ -17,13 +19,17 @@
 namespace DistAttn::Impl {
 
 template <class Exec, class QV, class KV, class VV, class DOV, class LseV, class DeltaV, class GQV, class GKV>
-struct AttnBwdPortable {
+struct AttnBwdPortable : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV> {
+  using Base        = AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV>;
   using Acc         = typename GQV::non_const_value_type;
   using policy_type = Kokkos::TeamPolicy<Exec>;
   using member_type = typename policy_type::member_type;
   using scratch_view =
       Kokkos::View<Acc*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using tile_view = ScratchTile<Exec, Acc>;
+  using Base::q, Base::k, Base::v, Base::dout, Base::lse, Base::delta, Base::dq, Base::dk, Base::dv, Base::mask,
+      Base::scale;
+  using Base::B, Base::Sq, Base::Sk, Base::H, Base::Hkv, Base::D, Base::group;
 
   struct KeyPassTag {};
   struct QueryPassTag {};
@@ -32,32 +38,9 @@ struct AttnBwdPortable {
   // Query pass: q, dO, dq tiles [br x d]; k, v tiles [bc x d]; s/p, ds [br x bc]; lse, delta.
   static constexpr ScratchShape query_shape{3, 2, 2, 2};
 
-  QV q;
-  KV k;
-  VV v;
-  DOV dout;
-  LseV lse;
-  DeltaV delta;
-  GQV dq;
-  GKV dk, dv;
-  Mask mask;
-  Acc scale;
-  int B, Sq, Sk, H, Hkv, D, group;
   int br = 32, bc = 32, level = 0, nqt = 0, nkt = 0;
 
-  AttnBwdPortable(const QV& q_, const KV& k_, const VV& v_, const DOV& do_, const LseV& lse_,
-                  const DeltaV& delta_, const GQV& dq_, const GKV& dk_, const GKV& dv_, const Mask& mask_,
-                  double scale_)
-      : q(q_), k(k_), v(v_), dout(do_), lse(lse_), delta(delta_), dq(dq_), dk(dk_), dv(dv_), mask(mask_),
-        scale(Acc(scale_)) {
-    B     = int(q.extent(0));
-    Sq    = int(q.extent(1));
-    H     = int(q.extent(2));
-    D     = int(q.extent(3));
-    Sk    = int(k.extent(1));
-    Hkv   = int(k.extent(2));
-    group = H / Hkv;
-  }
+  using Base::Base;
 
   static int team_size() {
     if constexpr (compat::host_accessible_v<Exec>) return 1;
@@ -66,6 +49,9 @@ struct AttnBwdPortable {
 
   void run(const Exec& exec) {
     if (B == 0 || Sq == 0 || H == 0 || Sk == 0) return;
+    if constexpr (!compat::host_accessible_v<Exec> && sizeof(Acc) == 4) {
+      if (run_reg_tile(exec)) return;
+    }
     const std::size_t max0 = policy_type::scratch_size_max(0);
     {
       const TileConfig cfg = choose_tiles<Exec, Acc>(key_shape, D, max0);
@@ -89,6 +75,19 @@ struct AttnBwdPortable {
       policy.set_scratch_size(level, Kokkos::PerTeam(cfg.bytes));
       Kokkos::parallel_for("DistAttn::attention_bwd_dq[Portable]", policy, *this);
     }
+  }
+
+  // Devices, fp32 gradients, head_dim <= 128: the register-blocked kernels
+  // (attn_bwd_regtile.hpp); false where they decline, and the TeamGemm kernels below
+  // run (and for fp64, whose operand tiles would not fit at 16 rows).
+  template <int KBR, int KBC, int QBR, int QBC, int MaxD>
+  bool run_reg(const Exec& exec) const {
+    AttnBwdRegTile<Exec, QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV, KBR, KBC, QBR, QBC, MaxD> f(*this);
+    return f.run(exec);
+  }
+  bool run_reg_tile(const Exec& exec) const {
+    if (D > kRegMaxHeadDim) return false;
+    return reg_bwd_wide(D) ? run_reg<16, 32, 32, 16, 64>(exec) : run_reg<16, 16, 16, 16, 128>(exec);
   }
 
   // P = exp(scale Q K^T - LSE) into ps and dS = P * (dO V^T - Delta) into dss,
@@ -135,12 +134,8 @@ struct AttnBwdPortable {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(KeyPassTag, const member_type& team) const {
-    const int lid = team.league_rank();
-    const int kt  = lid % nkt;
-    const int hk  = (lid / nkt) % Hkv;
-    const int b   = lid / (nkt * Hkv);
-    const int k0  = kt * bc;
-    const int nk  = (Sk - k0) < bc ? (Sk - k0) : bc;
+    const TeamTile tt = team_tile(team.league_rank(), nkt, Hkv, bc, Sk);
+    const int b = tt.b, hk = tt.h, k0 = tt.r0, nk = tt.n;
     const int Dl  = D;
 
     auto tile = [&](int rows, int cols) { return scratch_tile<Exec, Acc>(team, level, rows, cols); };
@@ -184,13 +179,8 @@ struct AttnBwdPortable {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(QueryPassTag, const member_type& team) const {
-    const int lid = team.league_rank();
-    const int qt  = lid % nqt;
-    const int h   = (lid / nqt) % H;
-    const int b   = lid / (nqt * H);
-    const int hk  = h / group;
-    const int q0  = qt * br;
-    const int nq  = (Sq - q0) < br ? (Sq - q0) : br;
+    const TeamTile tt = team_tile(team.league_rank(), nqt, H, br, Sq);
+    const int b = tt.b, h = tt.h, hk = h / group, q0 = tt.r0, nq = tt.n;
     const int Dl  = D;
 
     auto tile = [&](int rows, int cols) { return scratch_tile<Exec, Acc>(team, level, rows, cols); };

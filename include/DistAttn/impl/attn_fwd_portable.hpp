@@ -7,6 +7,8 @@
 // (tile_gemm.hpp); masking and the softmax update run row by row between them.
 
 #include <DistAttn/core/types.hpp>
+#include <DistAttn/impl/attn_fwd_regtile.hpp>
+#include <DistAttn/impl/attn_operands.hpp>
 #include <DistAttn/impl/tile_config.hpp>
 #include <DistAttn/impl/tile_gemm.hpp>
 #include <DistAttn/impl/tile_loops.hpp>
@@ -14,39 +16,28 @@
 namespace DistAttn::Impl {
 
 template <class Exec, class QV, class KV, class VV, class AccV, class StatV>
-struct AttnFwdUpdatePortable {
+struct AttnFwdUpdatePortable : AttnFwdOperands<QV, KV, VV, AccV, StatV> {
+  using Base        = AttnFwdOperands<QV, KV, VV, AccV, StatV>;
   using Acc         = typename AccV::non_const_value_type;
   using policy_type = Kokkos::TeamPolicy<Exec>;
   using member_type = typename policy_type::member_type;
   using scratch_view =
       Kokkos::View<Acc*, typename Exec::scratch_memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using tile_view = ScratchTile<Exec, Acc>;
+  using Base::q, Base::k, Base::v, Base::acc, Base::m, Base::l, Base::mask, Base::scale;
+  using Base::B, Base::Sq, Base::Sk, Base::H, Base::Hkv, Base::D, Base::group;
 
   static constexpr ScratchShape shape{2 /*q, acc*/, 2 /*k, v*/, 1 /*s*/, 2 /*m, l*/};
 
-  QV q;
-  KV k;
-  VV v;
-  AccV acc;
-  StatV m, l;
-  Mask mask;
-  Acc scale;
-  int B, Sq, Sk, H, Hkv, D, group, br, bc, nqt, level;
+  int br = 32, bc = 32, nqt = 0, level = 0;
 
-  AttnFwdUpdatePortable(const QV& q_, const KV& k_, const VV& v_, const AccV& acc_, const StatV& m_,
-                        const StatV& l_, const Mask& mask_, double scale_)
-      : q(q_), k(k_), v(v_), acc(acc_), m(m_), l(l_), mask(mask_), scale(Acc(scale_)) {
-    B     = int(q.extent(0));
-    Sq    = int(q.extent(1));
-    H     = int(q.extent(2));
-    D     = int(q.extent(3));
-    Sk    = int(k.extent(1));
-    Hkv   = int(k.extent(2));
-    group = H / Hkv;
-  }
+  using Base::Base;
 
   void run(const Exec& exec) {
     if (B == 0 || Sq == 0 || H == 0 || Sk == 0) return;
+    if constexpr (!compat::host_accessible_v<Exec>) {
+      if (run_reg_tile(exec)) return;
+    }
     const std::size_t max0 = policy_type::scratch_size_max(0);
     const TileConfig cfg   = choose_tiles<Exec, Acc>(shape, D, max0);
     br    = cfg.br;
@@ -59,6 +50,22 @@ struct AttnFwdUpdatePortable {
     Kokkos::parallel_for("DistAttn::attention_fwd_update[Portable]", policy, *this);
   }
 
+  // Devices, head_dim <= 128: the register-blocked kernel (attn_fwd_regtile.hpp);
+  // false where it declines, and the TeamGemm kernel below runs.
+  template <int BR, int BC, int MaxD, int MinTeams>
+  bool run_reg(const Exec& exec) const {
+    AttnFwdRegTile<Exec, QV, KV, VV, AccV, StatV, BR, BC, MaxD, MinTeams> f(*this);
+    return f.run(exec);
+  }
+  bool run_reg_tile(const Exec& exec) const {
+    if (D > kRegMaxHeadDim) return false;
+    if constexpr (sizeof(Acc) > 4) {
+      return run_reg<16, 16, 128, 4>(exec);
+    } else {
+      return reg_fwd_rows_fp32(D) == 64 ? run_reg<64, 32, 64, 3>(exec) : run_reg<32, 32, 128, 4>(exec);
+    }
+  }
+
   static policy_type make_policy(const Exec& exec, int league) {
     if constexpr (compat::host_accessible_v<Exec>) {
       return policy_type(exec, league, 1);
@@ -68,13 +75,8 @@ struct AttnFwdUpdatePortable {
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(const member_type& team) const {
-    const int lid = team.league_rank();
-    const int qt  = lid % nqt;
-    const int h   = (lid / nqt) % H;
-    const int b   = lid / (nqt * H);
-    const int hk  = h / group;
-    const int q0  = qt * br;
-    const int nq  = (Sq - q0) < br ? (Sq - q0) : br;
+    const TeamTile tt = team_tile(team.league_rank(), nqt, H, br, Sq);
+    const int b = tt.b, h = tt.h, hk = h / group, q0 = tt.r0, nq = tt.n;
 
     auto tile = [&](int rows, int cols) { return scratch_tile<Exec, Acc>(team, level, rows, cols); };
 

@@ -9,7 +9,9 @@
 //   makes its own single-tile calls and the results do not depend on scheduling.
 // - Host backends without one: KokkosBatched::SerialGemm.
 // - Device backends: KokkosBatched::TeamGemm (register-blocked) across the team;
-//   the caller puts a team barrier after it before reading C. On an H100 (bf16,
+//   the caller puts a team barrier after it before reading C. Only where the
+//   register-blocked kernels (tile_regs.hpp, 3-5x faster) decline: head_dim above
+//   128, the fp64 backward. On an H100 (bf16,
 //   S = 8K, docs/kernels/PORTABLE_NOTES.md) it ran the tile 3.4-4.5x faster than
 //   TeamVectorGemm, and 5-16x with the padded rows below. TeamVectorGemm gives C's
 //   rows to the team's threads and its columns to vector lanes: with the device
