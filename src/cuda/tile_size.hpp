@@ -96,9 +96,10 @@ struct WsFwdTile {
   static constexpr int kMinBlocks = 1;
   static constexpr bool kWgmma    = true;
   static constexpr bool kWs       = true;
-  // CTAs launched heaviest query tile first over groups of 4 heads (tile_order.cuh):
-  // +3 % at 8K and 0-1 % at 16K / 32K (d = 128), +1 % at 8K (d = 64), against one
-  // head at a time (NOTES.md round 12).
+  // Causal: CTAs launched heaviest query tile first over groups of 4 heads
+  // (tile_order.cuh): +3 % at 8K and 0-1 % at 16K / 32K (d = 128), +1 % at 8K (d = 64),
+  // against one head at a time (NOTES.md round 12). Without a causal mask the kernel
+  // goes one head at a time (NOTES.md round 14).
   static constexpr int kHeadGroup = 4;
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
