@@ -86,7 +86,6 @@ struct AttnBwdPortable : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV
     return f.run(exec);
   }
   bool run_reg_tile(const Exec& exec) const {
-    if (D > kRegMaxHeadDim) return false;
     return reg_bwd_wide(D) ? run_reg<16, 32, 32, 16, 64>(exec) : run_reg<16, 16, 16, 16, 128>(exec);
   }
 

@@ -58,7 +58,6 @@ struct AttnFwdUpdatePortable : AttnFwdOperands<QV, KV, VV, AccV, StatV> {
     return f.run(exec);
   }
   bool run_reg_tile(const Exec& exec) const {
-    if (D > kRegMaxHeadDim) return false;
     if constexpr (sizeof(Acc) > 4) {
       return run_reg<16, 16, 128, 4>(exec);
     } else {

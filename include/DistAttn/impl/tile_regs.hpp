@@ -32,9 +32,6 @@ namespace DistAttn::Impl {
 /// every tile among exactly this many.
 constexpr int kRegTeam = 128;
 
-/// Largest head_dim the register-blocked kernels take: two 64-column chunks per thread row.
-constexpr int kRegMaxHeadDim = 128;
-
 /// head_dim rounded up to a multiple of four: the staged width (the extra columns are zero).
 KOKKOS_INLINE_FUNCTION constexpr int reg_tile_width(int d) { return (d + 3) / 4 * 4; }
 
