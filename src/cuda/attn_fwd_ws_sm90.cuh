@@ -1,21 +1,21 @@
 #pragma once
 // Forward kernel, warp-specialized, with FlashAttention-3's intra-warpgroup overlap
 // layered on the ping-pong schedule (FA3's Hopper forward structure, our own code).
-// A CTA owns 128 query rows of one (batch, head) and walks their key tiles; update
-// mode merges the result into the incoming state, direct mode writes the final O and
-// LSE (attn_fwd_epilogue.cuh). 384 threads in three warpgroups:
+// A CTA owns 64 x kConsumerWGs query rows of one (batch, head) and walks their key
+// tiles; update mode merges the result into the incoming state, direct mode writes the
+// final O and LSE (attn_fwd_epilogue.cuh). 128 x (1 + kConsumerWGs) threads:
 //
 //   producer warpgroup (setmaxnreg.dec): one thread brings Q once and then, per key
 //     tile, K and V by TMA into separate pipelines (kStagesK K stages, kStagesV V
 //     stages, each with a full and an empty mbarrier), K of tile i before V of tile
 //     i - 1, since V is consumed a step after K;
-//   two consumer warpgroups (setmaxnreg.inc), 64 query rows each. Step i of a
-//     warpgroup, in its turn (named barriers 1 and 2, so the two warpgroups' products
-//     alternate in the tensor cores):
+//   two (d = 128) or three (d = 64) consumer warpgroups (setmaxnreg.inc), 64 query
+//     rows each. Step i of a warpgroup, in its turn (named barriers 1 + warpgroup, so
+//     the warpgroups' products take the tensor cores one after another):
 //         S_i = Q K_i^T              (ss)   issued
 //         O  += P_{i-1} V_{i-1}      (rs)   issued right behind it
 //     then, out of its turn, S_i waited for and K_i released, the softmax of S_i run
-//     while P_{i-1} V_{i-1} and the other warpgroup's two products are in the tensor
+//     while P_{i-1} V_{i-1} and the other warpgroups' products are in the tensor
 //     cores, P V waited for and V_{i-1} released, O rescaled by the new row maxima
 //     and P_i packed. The tail issues the last P V.
 //
@@ -24,7 +24,7 @@
 // at d = 128 (NOTES.md run 30: tensor pipe 59% busy, 28% barrier stalls); the
 // overlap alone, on a schedule that keeps both warpgroups in lockstep, only moved
 // the wait (NOTES.md run 27). Here a turn carries two products, and the softmax has
-// the rest of its own turn plus the other warpgroup's whole turn to run under
+// the rest of its own turn plus the other warpgroups' whole turns to run under
 // (NOTES.md run 31: this kernel's producer with the plain ping-pong turns ran no
 // faster than the kernel it replaced; the overlap is the gain).
 //
@@ -47,12 +47,13 @@
 namespace DistAttn::Impl::cuda {
 
 template <class Cfg, class Elem>
-__global__ void __launch_bounds__(384, 1)
+__global__ void __launch_bounds__(Cfg::kNThreads, 1)
     attn_fwd_ws_kernel(const AttnFwdParams p, const __grid_constant__ FwdTensorMaps tm) {
   using namespace detail;
   using Ops  = ElemOps<Elem>;
   constexpr int D  = Cfg::kHeadDim;
-  constexpr int BM = 128;
+  constexpr int NWG = Cfg::kConsumerWGs;
+  constexpr int BM  = Cfg::kBlockM;
   constexpr int BN = Cfg::kBlockN;
   constexpr int NK = Cfg::kStagesK;
   constexpr int NV = Cfg::kStagesV;
@@ -110,12 +111,12 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int s = 0; s < NK; ++s) {
       mbar_init(full_k(s), 1);
-      mbar_init(empty_k(s), 256);
+      mbar_init(empty_k(s), 128 * NWG);
     }
 #pragma unroll
     for (int s = 0; s < NV; ++s) {
       mbar_init(full_v(s), 1);
-      mbar_init(empty_v(s), 256);
+      mbar_init(empty_v(s), 128 * NWG);
     }
     mbar_init_fence();
   }
@@ -246,11 +247,12 @@ __global__ void __launch_bounds__(384, 1)
     }
   };
 
-  // Turns: consumer warpgroup 0 goes first (warpgroup 1 pre-arrives on its barrier);
-  // every turn ends with an arrive on the other's barrier, and warpgroup 1 skips its
-  // last one so the counts balance.
-  const int turn_mine = 1 + cw, turn_other = 1 + (cw ^ 1);
-  if (cw == 1) named_barrier_arrive(turn_other, 256);
+  // Turns: consumer warpgroup 0 goes first (the last warpgroup pre-arrives on its
+  // barrier); every turn ends with an arrive on the next warpgroup's barrier, and the
+  // last warpgroup skips its last one so the counts balance.
+  const int turn_mine = 1 + cw, turn_next = 1 + (cw + 1) % NWG;
+  const bool last_wg = cw == NWG - 1;
+  if (last_wg) named_barrier_arrive(turn_next, 256);
   mbar_wait(barQ, 0);
 
   // Step 0: S_0 alone.
@@ -259,7 +261,7 @@ __global__ void __launch_bounds__(384, 1)
   fence_regs(s);
   wgmma_fence();
   issue_s(sK0);
-  if (!(cw == 1 && n_kt == 1)) named_barrier_arrive(turn_other, 256);
+  if (!(last_wg && n_kt == 1)) named_barrier_arrive(turn_next, 256);
   wgmma_wait<0>();
   fence_regs(s);
   mbar_arrive(empty_k(0));
@@ -280,7 +282,7 @@ __global__ void __launch_bounds__(384, 1)
     wgmma_fence();
     issue_s(sK0 + sk * kKVBytes);
     issue_pv(sV0 + sv * kKVBytes);
-    if (!(cw == 1 && i == n_kt - 1)) named_barrier_arrive(turn_other, 256);
+    if (!(last_wg && i == n_kt - 1)) named_barrier_arrive(turn_next, 256);
     wgmma_wait<1>();  // S_i in; P_{i-1} V_{i-1} may still run
     fence_regs(s);
     mbar_arrive(empty_k(sk));
@@ -294,7 +296,7 @@ __global__ void __launch_bounds__(384, 1)
     pack_p();
   }
 
-  // Tail: P_{n-1} V_{n-1}, outside the turns (the other warpgroup's products may
+  // Tail: P_{n-1} V_{n-1}, outside the turns (the other warpgroups' products may
   // run beside it).
   {
     const int sv = (n_kt - 1) % NV;

@@ -78,21 +78,22 @@ struct BwdTilePS {
 
 /// Forward, warp-specialized (attn_fwd_ws_sm90.cuh): a producer warpgroup (Q once,
 /// then K and V per 128-key tile by TMA, in separate pipelines of 2 K and 2 V
-/// stages) and two consumer warpgroups of 64 query rows that run FA3's
+/// stages) and kConsumerWGs consumer warpgroups of 64 query rows that run FA3's
 /// intra-warpgroup overlap (S_i = Q K_i^T and O += P_{i-1} V_{i-1} issued together,
-/// the softmax of S_i under them) inside the ping-pong turns. Needs TMA descriptors
-/// of Q, K and V; where the driver cannot make them the launch declines and the
-/// portable kernel runs. Registers: 128 x kProducerRegs + 256 x kConsumerRegs <= 64K,
-/// each a multiple of 8.
-template <int kHeadDim_>
+/// the softmax of S_i under them) inside turns that pass from one warpgroup to the
+/// next. Needs TMA descriptors of Q, K and V; where the driver cannot make them the
+/// launch declines and the portable kernel runs. Registers: 128 x kProducerRegs +
+/// 128 x kConsumerWGs x kConsumerRegs <= 64K, each a multiple of 8.
+template <int kHeadDim_, int kConsumerWGs_ = 2>
 struct WsFwdTile {
-  static constexpr int kHeadDim   = kHeadDim_;
-  static constexpr int kBlockM    = 128;
-  static constexpr int kBlockN    = 128;
+  static constexpr int kHeadDim     = kHeadDim_;
+  static constexpr int kConsumerWGs = kConsumerWGs_;
+  static constexpr int kBlockM      = 64 * kConsumerWGs;
+  static constexpr int kBlockN      = 128;
   // 2 + 2 stages: 3 + 3 and 3 K + 2 V measured 1-8% slower at d = 128 (NOTES.md run 31).
   static constexpr int kStagesK   = 2;
   static constexpr int kStagesV   = 2;
-  static constexpr int kNThreads  = 384;
+  static constexpr int kNThreads  = 128 * (1 + kConsumerWGs);
   static constexpr int kMinBlocks = 1;
   static constexpr bool kWgmma    = true;
   static constexpr bool kWs       = true;
@@ -102,8 +103,11 @@ struct WsFwdTile {
   // goes one head at a time (NOTES.md round 14).
   static constexpr int kHeadGroup = 4;
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
-  static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register file");
+  // Three consumers leave 160 registers each: enough at d = 64 (S 64 + O 32 + P 32),
+  // not at d = 128 (O alone is 64).
+  static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
+  static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kHeadDim == 64), "2 consumer warpgroups, or 3 at d = 64");
+  static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
   static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
   // Q + the K and V stages, 16-bit, + 1 KB of alignment slack + the mbarriers (Q,
   // full and empty per stage).
@@ -173,7 +177,13 @@ namespace sm90 {
 // kernel it replaced; d = 64 (H = 64) 389.3 / 411.1 / 417.7 against 361.0 / 397.9 /
 // 394.7 (a 64-key tile: 333.3 / 357.0 / 370.3).
 using FwdTileD128 = WsFwdTile<128>;
-using FwdTileD64  = WsFwdTile<64>;
+// d = 64: three consumer warpgroups, 192-row tiles (FA3's d = 64 shape). Kernel-only,
+// H200, H = 64, causal 8K / 16K / 32K (NOTES.md runs 67-68): 473.0-476.6 / 477.3-496.7 /
+// 489.7-494.7 TF/s against 395.7-399.9 / 413.8-414.8 / 405.8-412.9 for two warpgroups
+// in the same calls; non-causal 515.5-525.9 / 496.5-525.4 / 482.2-483.2 against
+// 419.2-420.1 / 420.2-424.4 / 428.9-429.2. Each softmax hides under two other
+// warpgroups' products instead of one.
+using FwdTileD64  = WsFwdTile<64, 3>;
 // bwd: warp-specialized (producer warpgroup with TMA and the dQ bulk reductions, 2
 // consumer warpgroups of 64 keys at 224 registers, no spill). S = 32K causal, NOTES.md
 // run 30: d = 128 508.5 TF/s against 367.0 for the wgmma kernel before it (now its
