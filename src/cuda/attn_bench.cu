@@ -360,8 +360,9 @@ int main(int argc, char** argv) {
       CK(cudaDeviceSynchronize());
       bwd_row<sm80::BwdTileD64>("mma PS q64 k128", b, causal, w, n, true);
       bwd_row<WgBwdTile<64, 64, 128>>("wgmma q64 k128", b, causal, w, n, false);
-      bwd_row<WsBwdTile<64>>("warp-specialized", b, causal, w, n, false);
-      bwd_row<WsBwdTile<64, true>>("warp-specialized stmatrix", b, causal, w, n, false);
+      bwd_row<sm90::BwdTileD64>("warp-specialized, 128 queries", b, causal, w, n, false);
+      bwd_row<WsBwdTile<64>>("ws 64 queries per step", b, causal, w, n, false);
+      bwd_row<WsBwdTile<64, true>>("ws 64 queries, stmatrix", b, causal, w, n, false);
       bwd_row<sm90::BwdTileD64>("shipped, deterministic", b, causal, w, n, false, true);
     }
     CK(cudaDeviceSynchronize());

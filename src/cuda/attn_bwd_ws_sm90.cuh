@@ -1,8 +1,8 @@
 #pragma once
 // Backward update kernel, warp-specialized (FlashAttention-3's Hopper backward
 // structure, our own code): one CTA per (key tile of 128, KV head, batch) walks the
-// query tiles of every query head of the GQA group, 64 queries per step, with three
-// warpgroups:
+// query tiles of every query head of the GQA group, 64 queries per step (128 at
+// d = 64), with three warpgroups:
 //
 //   producer warpgroup (56 registers after setmaxnreg.dec):
 //     warp 0  K, V once, then per step Q and dO by TMA and LSE, Delta and the key
@@ -19,7 +19,7 @@
 //     shared memory). The only CTA-wide wait left in the loop is the dS^T exchange
 //     between the two consumer warpgroups (named barrier of 256 threads); dS^T has
 //     2 stages so that a warpgroup may write the next one while the other still
-//     reads this one. Per step: S^T, dP^T issued; P (masked only where the tile
+//     reads this one (1 at d = 64, where neither reads the other's). Per step: S^T, dP^T issued; P (masked only where the tile
 //     crosses a row's key limit), dS; dV issued; dS^T exchange; dQ then dK issued;
 //     dQ waited for (dK still running) and handed to the writer; dK waited for and
 //     the stage released.
@@ -83,24 +83,26 @@ __global__ void __launch_bounds__(384, 1)
   using namespace detail;
   using Ops       = ElemOps<Elem>;
   constexpr int D  = Cfg::kHeadDim;
-  constexpr int BM = 64;   // queries per step
-  constexpr int BN = 128;  // keys per CTA, 64 per consumer warpgroup
+  constexpr int BM = Cfg::kBlockM;  // queries per step
+  constexpr int BN = 128;           // keys per CTA, 64 per consumer warpgroup
   static_assert(D == 64 || D == 128, "d 64 or 128");
+  static_assert(BM == 64 || (BM == 128 && D == 64), "64 queries per step, or 128 at d = 64");
   constexpr int NQS = 2;  // Q / dO / statistics stages (3 fit at d = 64 only, and measured slower there)
   constexpr int NSC = BM / 2;
   constexpr int NKV = D / 2;
   constexpr bool kDqSplitKeys = D == 64;
-  constexpr int NDQ = 32;  // 64 x 64 fp32 dQ per warpgroup
+  constexpr int NDS = Cfg::kDsStages;
+  constexpr int NMQ = BM / 64;  // 64-query blocks of dQ (the M side of its product)
   constexpr uint32_t kKBytes  = BN * D * 2;
   constexpr uint32_t kQBytes  = BM * D * 2;
   constexpr uint32_t kSBytes  = BN * BM * 2;
-  constexpr uint32_t kDqBytes = 64 * 64 * 4;
+  constexpr uint32_t kDqBytes = BM * 64 * 4;  // BM x 64 fp32 dQ per warpgroup
 
   constexpr uint32_t kOffV     = kKBytes;
   constexpr uint32_t kOffQ     = kOffV + kKBytes;
   constexpr uint32_t kOffdO    = kOffQ + NQS * kQBytes;
-  constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes;  // 2 stages
-  constexpr uint32_t kOffdQ    = kOffdS + 2 * kSBytes;     // one tile per consumer warpgroup
+  constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes;  // NDS stages
+  constexpr uint32_t kOffdQ    = kOffdS + NDS * kSBytes;   // one tile per consumer warpgroup
   constexpr uint32_t kOffStats = kOffdQ + 2 * kDqBytes;
   constexpr uint32_t kOffBar   = kOffStats + NQS * 3 * 4 * BM;
   static_assert(kOffBar + 8 * (1 + 2 * NQS) + 1024 <= uint32_t(Cfg::kSmemBytes), "shared-memory plan");
@@ -264,7 +266,7 @@ __global__ void __launch_bounds__(384, 1)
   }
 
   // ---- consumer warpgroups
-  setmaxnreg_inc<224>();  // 128 x 56 + 256 x 224 = 384 x 168, what the launch holds
+  setmaxnreg_inc<224>();  // 128 x 56 + 256 x 224 = 384 x 168, what the launch holds (no spill at 128 queries either)
   const int ctid = tid - 128;
   const int wg   = ctid >> 7;
   const int warp = (ctid >> 5) & 3;
@@ -274,7 +276,7 @@ __global__ void __launch_bounds__(384, 1)
   const int krow = wg * 64 + warp * 16 + g;  // key rows krow, krow + 8 (CTA-local)
   const float sl2 = p.scale * kLog2e;
 
-  float dk[NKV], dv[NKV], st[NSC], dpt[NSC], dq[NDQ];
+  float dk[NKV], dv[NKV], st[NSC], dpt[NSC], dq[NMQ][32];
   uint32_t pa[BM / 16][4], sa[BM / 16][4];
 #pragma unroll
   for (int i = 0; i < NKV; ++i) dk[i] = dv[i] = 0.f;
@@ -284,14 +286,19 @@ __global__ void __launch_bounds__(384, 1)
     fence_regs(st);
     fence_regs(dpt);
     wgmma_fence();
+    // S^T = K Q^T and dP^T = V dO^T: 64 keys x BM queries per warpgroup.
+    auto product = [&](float (&acc)[NSC], uint32_t sA, uint32_t sB) {
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, st, desc_kmajor<BN>(sK, wg * 64, kk), desc_kmajor<BM>(sQ, 0, kk), kk);
-    wgmma_commit();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, dpt, desc_kmajor<BN>(sV, wg * 64, kk), desc_kmajor<BM>(sdO, 0, kk), kk);
-    wgmma_commit();
+      for (int kk = 0; kk < D / 16; ++kk) {
+        if constexpr (BM == 128)
+          wgmma_ss_m64n128k16<0, 0>(Tag<Elem>{}, acc, desc_kmajor<BN>(sA, wg * 64, kk), desc_kmajor<BM>(sB, 0, kk), kk);
+        else
+          wgmma_ss_m64n64k16<0, 0>(Tag<Elem>{}, acc, desc_kmajor<BN>(sA, wg * 64, kk), desc_kmajor<BM>(sB, 0, kk), kk);
+      }
+      wgmma_commit();
+    };
+    product(st, sK, sQ);
+    product(dpt, sV, sdO);
   };
   // P^T in place; this thread's elements: key rows k0 + krow (+ 8), queries 8 j + 2 t + e.
   auto compute_p = [&](int s) {
@@ -385,7 +392,7 @@ __global__ void __launch_bounds__(384, 1)
 
   mbar_wait(bar_kv, 0);
   for (int it = 0; it < n_iter; ++it) {
-    const int s = it % NQS, ds = it & 1;  // Q / dO stage, dS^T stage
+    const int s = it % NQS, ds = it % NDS;  // Q / dO stage, dS^T stage
     const uint32_t sQ = sQ0 + s * kQBytes, sdO = sdO0 + s * kQBytes, sdS = sdS0 + ds * kSBytes;
     mbar_wait(bar_full(s), (it / NQS) & 1);
     issue_sdp(s);
@@ -404,15 +411,17 @@ __global__ void __launch_bounds__(384, 1)
     // dQ = dS K (dS^T and K both MN-major)
     fence_regs(dq);
     wgmma_fence();
-    if constexpr (kDqSplitKeys) {
+    if constexpr (kDqSplitKeys) {  // this warpgroup's 64 keys, every query block
 #pragma unroll
-      for (int kk = 0; kk < 64 / 16; ++kk)
-        wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS + wg * 8192, kk),
-                                 desc_mnmajor<BN>(sK + wg * 8192, kk), kk);
+      for (int m = 0; m < NMQ; ++m)
+#pragma unroll
+        for (int kk = 0; kk < 64 / 16; ++kk)
+          wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq[m], desc_mnmajor<BN>(sdS + wg * 8192, kk, m),
+                                   desc_mnmajor<BN>(sK + wg * 8192, kk), kk);
     } else {
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk)
-        wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq, desc_mnmajor<BN>(sdS, kk), desc_mnmajor<BN>(sK, kk, wg), kk);
+        wgmma_ss_m64n64k16<1, 1>(Tag<Elem>{}, dq[0], desc_mnmajor<BN>(sdS, kk), desc_mnmajor<BN>(sK, kk, wg), kk);
     }
     wgmma_commit();
     // dK += dS^T Q
@@ -439,13 +448,15 @@ __global__ void __launch_bounds__(384, 1)
     auto store_dq = [&](bool add_tile0) {
       const uint32_t sdQ = sdQ0 + wg * kDqBytes;
 #pragma unroll
+      for (int m = 0; m < NMQ; ++m)
+#pragma unroll
       for (int j = 0; j < 8; ++j)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          const int row = warp * 16 + g + 8 * r;
+          const int row = 64 * m + warp * 16 + g + 8 * r;
           const int c   = 2 * (j & 3) + (t >> 1);
           const uint32_t o = (j >> 2) * (kDqBytes / 2) + row * 128 + ((c ^ (row & 7)) << 4) + (t & 1) * 8;
-          float x = p.scale * dq[4 * j + 2 * r], y = p.scale * dq[4 * j + 2 * r + 1];
+          float x = p.scale * dq[m][4 * j + 2 * r], y = p.scale * dq[m][4 * j + 2 * r + 1];
           if (add_tile0) {
             float x0, y0;
             asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(x0), "=f"(y0) : "r"(sdQ0 + o) : "memory");
@@ -502,18 +513,18 @@ bool launch_attn_bwd_ws(const AttnBwdParams& p, cudaStream_t stream) {
   constexpr bool bf16 = std::is_same<Elem, __nv_bfloat16>::value;
   BwdTensorMaps tm{};
   if (!encode_tile_tensor_map(&tm.q, p.q.data, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.q.row_stride,
-                              p.q.head_stride, p.q.batch_stride, 64) ||
+                              p.q.head_stride, p.q.batch_stride, Cfg::kBlockM) ||
       !encode_tile_tensor_map(&tm.dout, p.dout.data, bf16, p.head_dim, p.seqlen_q, p.heads, p.batch, p.dout.row_stride,
-                              p.dout.head_stride, p.dout.batch_stride, 64) ||
+                              p.dout.head_stride, p.dout.batch_stride, Cfg::kBlockM) ||
       !encode_tile_tensor_map(&tm.k, p.k.data, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.k.row_stride,
                               p.k.head_stride, p.k.batch_stride, 128) ||
       !encode_tile_tensor_map(&tm.v, p.v.data, bf16, p.head_dim, p.seqlen_k, p.heads_kv, p.batch, p.v.row_stride,
                               p.v.head_stride, p.v.batch_stride, 128) ||
       !encode_f32_reduce_tensor_map(&tm.dq, p.dq.data, p.head_dim, p.seqlen_q, p.heads, p.batch, p.dq.row_stride,
-                                    p.dq.head_stride, p.dq.batch_stride, 64))
+                                    p.dq.head_stride, p.dq.batch_stride, Cfg::kBlockM))
     return false;
   const int n_kt = (p.seqlen_k + 127) / 128;
-  const int n_qt = (p.seqlen_q + 63) / 64;
+  const int n_qt = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
   if (std::int64_t(n_kt) * p.heads_kv > INT_MAX) return false;  // past a 1-D grid: another kernel runs
   int* sem       = nullptr;
   cudaError_t err = cudaSuccess;

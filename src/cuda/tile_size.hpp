@@ -137,15 +137,16 @@ struct WgBwdTile {
 
 /// Backward, warp-specialized (attn_bwd_ws_sm90.cuh): a producer warpgroup (TMA
 /// loads; dQ added to dq by bulk tensor reductions) and two consumer warpgroups of
-/// 64 keys (kBlockN = 128) walking query tiles of 64; d = 64 or 128. Needs TMA
-/// descriptors of Q, dO, K, V and dq; otherwise the launcher takes Fallback.
-template <int kHeadDim_, bool kStmatrix_ = false>
+/// 64 keys (kBlockN = 128) walking query tiles of kBlockM (64, or 128 at d = 64);
+/// d = 64 or 128. Needs TMA descriptors of Q, dO, K, V and dq; otherwise the
+/// launcher takes Fallback.
+template <int kHeadDim_, bool kStmatrix_ = false, int kBlockM_ = 64>
 struct WsBwdTile {
   static constexpr int kHeadDim   = kHeadDim_;
   // dS^T stored with stmatrix (4 x4 stores per thread and step) instead of 16
   // 4-byte st.shared: per entry, as it measured (NOTES.md runs 23-25).
   static constexpr bool kStmatrix = kStmatrix_;
-  static constexpr int kBlockM    = 64;
+  static constexpr int kBlockM    = kBlockM_;
   static constexpr int kBlockN    = 128;
   static constexpr int kNThreads  = 384;
   static constexpr bool kWgmma    = true;
@@ -156,11 +157,17 @@ struct WsBwdTile {
   // (NOTES.md round 12).
   static constexpr int kHeadGroup = 1;
   using Fallback = WgBwdTile<kHeadDim_, 64, 128>;
-  // K, V + 2 stages of Q and dO + 2 stages of dS^T (16-bit) + 2 fp32 64 x 64 dQ
+  // dS^T stages: at d = 128 a warpgroup's dQ reads the other's dS^T rows, so a second
+  // stage lets it write the next step's while those are read; at d = 64 each
+  // warpgroup reads only its own rows, after its own dQ product has completed, and
+  // 128-query tiles need the room of the second stage.
+  static constexpr int kDsStages = kBlockM == 128 ? 1 : 2;
+  // K, V + 2 stages of Q and dO + kDsStages of dS^T (16-bit) + 2 fp32 kBlockM x 64 dQ
   // tiles + 2 stages of (LSE, Delta, key limit) + 5 mbarriers + 1 KB alignment slack.
   static constexpr int kSmemBytes =
-      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + 2 * kBlockN * kBlockM) + 2 * 64 * 64 * 4 +
+      2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kDsStages * kBlockN * kBlockM) + 2 * kBlockM * 64 * 4 +
       2 * 3 * 4 * kBlockM + 64 + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
 };
 
 // ---------------------------------------------------------------------------------
@@ -191,7 +198,13 @@ using FwdTileD64  = WsFwdTile<64, 3>;
 // 23-25 +2.3% at S = 32K, +1.2% at 16K, -3.2% at 8K (pairs spread 3-4%); at d = 64 no
 // consistent sign.
 using BwdTileD128 = WsBwdTile<128, true>;
-using BwdTileD64  = WsBwdTile<64>;
+// d = 64: 128 queries per step (one dS^T stage), so each step's fixed work (barriers,
+// the dQ hand-over, the statistics) is spread over twice the products. Kernel-only,
+// H200, H = 64, 8K / 16K / 32K (NOTES.md run 70, two rounds): causal 372.9-381.0 /
+// 384.6-388.0 / 391.6-393.5 TF/s against 338.1-342.9 / 344.5-347.5 / 352.5-354.9 for
+// 64 queries; non-causal 394.3-394.4 / 399.9-400.8 / 404.0-404.8 against 358.2-358.3 /
+// 362.0-362.2 / 361.7-364.1.
+using BwdTileD64  = WsBwdTile<64, false, 128>;
 }  // namespace sm90
 
 /// Ampere/Ada (sm_80 SASS and compute_80 PTX; sm_86 and sm_89 run the sm_80 SASS,

@@ -77,6 +77,11 @@ __device__ __forceinline__ void fence_regs(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+template <int M, int N>
+__device__ __forceinline__ void fence_regs(float (&d)[M][N]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) fence_regs(d[m]);
+}
 template <int N>
 __device__ __forceinline__ void fence_regs(uint32_t (&a)[N][4]) {
 #pragma unroll
