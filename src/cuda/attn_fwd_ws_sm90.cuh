@@ -14,10 +14,11 @@
 //     the warpgroups' products take the tensor cores one after another):
 //         S_i = Q K_i^T              (ss)   issued
 //         O  += P_{i-1} V_{i-1}      (rs)   issued right behind it
-//     then, out of its turn, S_i waited for and K_i released, the softmax of S_i run
-//     while P_{i-1} V_{i-1} and the other warpgroups' products are in the tensor
-//     cores, P V waited for and V_{i-1} released, O rescaled by the new row maxima
-//     and P_i packed. The tail issues the last P V.
+//     with O rescaled by step i - 1's row maxima between the two issues; then, out of
+//     its turn, S_i waited for and K_i released, the softmax of S_i run while
+//     P_{i-1} V_{i-1} and the other warpgroups' products are in the tensor cores,
+//     P V waited for and V_{i-1} released, and P_i packed. The tail rescales O and
+//     issues the last P V.
 //
 // Why both: the ping-pong alone (the kernel this one replaced) hides a warpgroup's
 // softmax only under the other warpgroup's single product, shorter than the softmax
@@ -28,9 +29,9 @@
 // (NOTES.md run 31: this kernel's producer with the plain ping-pong turns ran no
 // faster than the kernel it replaced; the overlap is the gain).
 //
-// Rescale order: O after step i is (O_{i-1} + P_{i-1} V_{i-1}) * alpha_i with
-// alpha_i = 2^(m_{i-1} - m_i): P_{i-1} was formed against m_{i-1}, so the one
-// rescale after the product keeps O relative to the current maxima.
+// Rescale order: step i + 1 computes O = O * alpha_i + P_i V_i with alpha_i =
+// 2^(m_{i-1} - m_i): O held the products up to P_{i-1} V_{i-1}, relative to m_{i-1},
+// and P_i was formed against m_i.
 
 #include "attn_fwd_epilogue.cuh"
 #include "attn_launch.hpp"
@@ -265,6 +266,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
   wgmma_wait<0>();
   fence_regs(s);
   mbar_arrive(empty_k(0));
+  float alpha_prev[2] = {1.f, 1.f};
+  bool grew_prev      = false;
   {
     float alpha[2];
     softmax(tile_of(0) * BN, alpha);  // O is still 0: no rescale
@@ -281,6 +284,12 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     fence_regs(pa);
     wgmma_fence();
     issue_s(sK0 + sk * kKVBytes);
+    // O takes the previous softmax's rescale here, under S_i in the tensor cores, not
+    // after P_{i-1} V_{i-1} completes (FA3's position; the same operations in the same
+    // order, so the same bits): +1-4 % (NOTES.md run 79).
+    if (grew_prev) rescale_o(alpha_prev);
+    fence_regs(o);
+    wgmma_fence();
     issue_pv(sV0 + sv * kKVBytes);
     if (!(last_wg && i == n_kt - 1)) named_barrier_arrive(turn_next, 256);
     wgmma_wait<1>();  // S_i in; P_{i-1} V_{i-1} may still run
@@ -292,7 +301,9 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     fence_regs(o);
     fence_regs(pa);  // P_{i-1}'s registers stay untouched until its product is done
     mbar_arrive(empty_v(sv));
-    if (grew) rescale_o(alpha);
+    grew_prev     = grew;
+    alpha_prev[0] = alpha[0];
+    alpha_prev[1] = alpha[1];
     pack_p();
   }
 
@@ -301,6 +312,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
   {
     const int sv = (n_kt - 1) % NV;
     mbar_wait(full_v(sv), ((n_kt - 1) / NV) & 1);
+    if (grew_prev) rescale_o(alpha_prev);
     fence_regs(o);
     fence_regs(pa);
     wgmma_fence();
