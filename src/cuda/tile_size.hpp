@@ -90,7 +90,8 @@ struct WsFwdTile {
   static constexpr int kConsumerWGs = kConsumerWGs_;
   static constexpr int kBlockM      = 64 * kConsumerWGs;
   static constexpr int kBlockN      = 128;
-  // 2 + 2 stages: 3 + 3 and 3 K + 2 V measured 1-8% slower at d = 128 (NOTES.md run 31).
+  // 2 + 2 stages: 3 + 3 and 3 K + 2 V measured 1-8% slower at d = 128 (NOTES.md run 31),
+  // and 2-9 % slower or within the spread at d = 64 with three warpgroups (run 78).
   static constexpr int kStagesK   = 2;
   static constexpr int kStagesV   = 2;
   static constexpr int kNThreads  = 128 * (1 + kConsumerWGs);
