@@ -19,10 +19,10 @@
 //     shared memory). The only CTA-wide wait left in the loop is the dS^T exchange
 //     between the two consumer warpgroups (named barrier of 256 threads); dS^T has
 //     2 stages so that a warpgroup may write the next one while the other still
-//     reads this one (1 at d = 64, where neither reads the other's). Per step: S^T, dP^T issued; P (masked only where the tile
-//     crosses a row's key limit), dS; dV issued; dS^T exchange; dQ then dK issued;
-//     dQ waited for (dK still running) and handed to the writer; dK waited for and
-//     the stage released.
+//     reads this one (1 at d = 64, where neither reads the other's). Per step:
+//     S^T, dP^T issued; P (masked only where the tile crosses a row's key limit),
+//     dS; dV issued; dS^T exchange; dQ then dK issued; dQ waited for (dK still
+//     running) and handed to the writer; dK waited for and the stage released.
 //
 // dQ split: d = 128, warpgroup w owns dQ columns [64 w, 64 w + 64) over all 128 keys
 // (needs the other warpgroup's dS^T rows: the 256-thread exchange); d = 64, each
