@@ -84,6 +84,75 @@ def pct(pred, meas):
     return 100.0 * (pred - meas) / meas if meas > 0 else float("nan")
 
 
+def sweep(a, exe, tiles, log_dir, measured_dir):
+    """One pass over every P and S: the model's ranking with `tiles`, each executor's
+    run and auto's. Returns {(P, S): {"pred": {name: (f, b)}, "pick": name,
+    "meas": {name: (f, b)}, "auto": (name, f, b)}} and the number of failures."""
+    os.makedirs(log_dir, exist_ok=True)
+    shape = ["--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--dim", str(a.dim), "--dtype", a.dtype,
+             "--comm", a.comm, "-w", str(a.warmup), "-n", str(a.iters)]
+    cases, failures = {}, 0
+    for P in [int(x) for x in a.ranks.split(",")]:
+        launch = shlex.split(a.launcher) + ["-n", str(P)]
+        model = ["--tiles", tiles.replace("{P}", str(P))] + shlex.split(a.model_args)
+        for S in [int(x) for x in a.seqs.split(",")]:
+            tag = f"P{P}_S{S}"
+            rc, out, _ = run(launch + [exe, "--schedule", "auto", "--predict-only", "--auto-show", "100000",
+                                       "--seq", str(S)] + shape + model, f"{log_dir}/{tag}_predict.log", a.timeout)
+            pred, pick = {}, None
+            for line in out.splitlines():
+                m = RANKING.match(line)
+                if m:
+                    pred[m.group(1).strip()] = (float(m.group(2)), float(m.group(3)))
+                    if m.group(7):
+                        pick = m.group(1).strip()
+            if rc != 0 or not pred:
+                print(f"cost_validate: prediction failed for P={P} S={S} (see {log_dir}/{tag}_predict.log)",
+                      file=sys.stderr)
+                failures += 1
+                continue
+            case = cases[(P, S)] = {"pred": pred, "pick": pick, "meas": {}}
+            for sched in a.schedules.split(",") + ["auto"]:
+                extra = []
+                if sched == "hybrid":
+                    # a real U x S split (U = 1 or P is another executor): the largest proper U
+                    us = [u for u in range(P - 1, 1, -1) if P % u == 0 and a.heads % u == 0
+                          and (a.kv_heads % u == 0 or u % a.kv_heads == 0)]
+                    if not us:
+                        continue
+                    extra = ["--inner", "zigzag", "--ulysses", str(us[0])]
+                if sched == "auto":
+                    extra = model
+                if measured_dir:
+                    rc, out, wall = read_measured(measured_dir, tag, sched, pick)
+                else:
+                    rc, out, wall = run(launch + [exe, "--schedule", sched, "--seq", str(S)] + shape + extra,
+                                        f"{log_dir}/{tag}_{sched}.log", a.timeout)
+                m = MEDIAN.search(out)
+                if rc != 0 or not m:
+                    # e.g. Ulysses when P does not divide the heads: the model has no choice for it either
+                    reason = next((l for l in out.splitlines() if "rror" in l or "must" in l), f"exit {rc}")
+                    print(f"cost_validate: P={P} S={S} {sched}: not measured ({reason.strip()[:160]})",
+                          file=sys.stderr)
+                    continue
+                name = pick if sched == "auto" else measured_name(sched, out)
+                f, b = float(m.group(1)), float(m.group(2))
+                if sched == "auto":
+                    case["auto"] = (name, f, b)
+                    continue
+                case["meas"][name] = (f, b)
+                pf, pb = pred.get(name, (float("nan"), float("nan")))
+                print(f"P={P} S={S} {name}: fwd {pf:.4g}/{f:.4g} s  bwd {pb:.4g}/{b:.4g} s (predicted/measured)",
+                      file=sys.stderr)
+    return cases, failures
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", required=True, help="build directory with perf_tests/distattn-run")
@@ -111,79 +180,73 @@ def main():
                     help="read the measured runs from this earlier --log-dir instead of running them: the model "
                          "(--tiles, --model-args) against the same measurements; auto's pick is then looked up "
                          "among them")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="sweeps, one after another (logs under LOG_DIR/roundR): each case's times are the medians "
+                         "over the rounds, and its error the median of the rounds' errors, so that a host whose "
+                         "speed drifts over minutes does not move a whole stretch of the sweep at once")
+    ap.add_argument("--calibrate", default="",
+                    help="shell command run before each round that writes the round's tile table to '{out}' "
+                         "(LOG_DIR/roundR/tiles.txt); the round's predictions use it instead of --tiles, so the "
+                         "table is measured in the same minutes as the runs it predicts; with --measured, each "
+                         "round's table is read from the measured round's directory instead")
     a = ap.parse_args()
 
     exe = os.path.join(a.build, "perf_tests", "distattn-run")
     if not os.access(exe, os.X_OK):
         sys.exit(f"cost_validate: no distattn-run at {exe}")
-    os.makedirs(a.log_dir, exist_ok=True)
-    shape = ["--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--dim", str(a.dim), "--dtype", a.dtype,
-             "--comm", a.comm, "-w", str(a.warmup), "-n", str(a.iters)]
-    rows, picks, failures = [], [], 0
-    for P in [int(x) for x in a.ranks.split(",")]:
-        launch = shlex.split(a.launcher) + ["-n", str(P)]
-        model = ["--tiles", a.tiles.replace("{P}", str(P))] + shlex.split(a.model_args)
-        for S in [int(x) for x in a.seqs.split(",")]:
-            tag = f"P{P}_S{S}"
-            rc, out, _ = run(launch + [exe, "--schedule", "auto", "--predict-only", "--auto-show", "100000",
-                                       "--seq", str(S)] + shape + model, f"{a.log_dir}/{tag}_predict.log", a.timeout)
-            pred, pick = {}, None
-            for line in out.splitlines():
-                m = RANKING.match(line)
-                if m:
-                    pred[m.group(1).strip()] = (float(m.group(2)), float(m.group(3)))
-                    if m.group(7):
-                        pick = m.group(1).strip()
-            if rc != 0 or not pred:
-                print(f"cost_validate: prediction failed for P={P} S={S} (see {a.log_dir}/{tag}_predict.log)",
-                      file=sys.stderr)
-                failures += 1
-                continue
-            meas = {}
-            for sched in a.schedules.split(",") + ["auto"]:
-                extra = []
-                if sched == "hybrid":
-                    # a real U x S split (U = 1 or P is another executor): the largest proper U
-                    us = [u for u in range(P - 1, 1, -1) if P % u == 0 and a.heads % u == 0
-                          and (a.kv_heads % u == 0 or u % a.kv_heads == 0)]
-                    if not us:
-                        continue
-                    extra = ["--inner", "zigzag", "--ulysses", str(us[0])]
-                if sched == "auto":
-                    extra = model
-                if a.measured:
-                    rc, out, wall = read_measured(a.measured, tag, sched, pick)
-                else:
-                    rc, out, wall = run(launch + [exe, "--schedule", sched, "--seq", str(S)] + shape + extra,
-                                        f"{a.log_dir}/{tag}_{sched}.log", a.timeout)
-                m = MEDIAN.search(out)
-                if rc != 0 or not m:
-                    # e.g. Ulysses when P does not divide the heads: the model has no choice for it either
-                    reason = next((l for l in out.splitlines() if "rror" in l or "must" in l), f"exit {rc}")
-                    print(f"cost_validate: P={P} S={S} {sched}: not measured ({reason.strip()[:160]})",
-                          file=sys.stderr)
-                    continue
-                name = pick if sched == "auto" else measured_name(sched, out)
-                f, b = float(m.group(1)), float(m.group(2))
-                if sched == "auto":
-                    meas["auto"] = (name, f, b)
-                    continue
-                meas[name] = (f, b)
-                pf, pb = pred.get(name, (float("nan"), float("nan")))
-                rows.append((P, S, name, pf, f, pct(pf, f), pb, b, pct(pb, b), wall))
-                print(f"P={P} S={S} {name}: fwd {pf:.4g}/{f:.4g} s  bwd {pb:.4g}/{b:.4g} s (predicted/measured)",
-                      file=sys.stderr)
-            if "auto" in meas and meas:
-                name, f, b = meas["auto"]
-                candidates = {k: v for k, v in meas.items() if k != "auto"}
-                candidates[f"auto ({name})"] = (f, b)
-                best = min(candidates, key=lambda k: sum(candidates[k]))
-                bt = sum(candidates[best])
-                picks.append((P, S, name, f + b, best, bt, 100.0 * (f + b - bt) / bt))
+    if a.rounds < 1:
+        sys.exit("cost_validate: --rounds must be >= 1")
+    rounds, failures = [], 0
+    for r in range(a.rounds):
+        sub = lambda d: os.path.join(d, f"round{r + 1}") if a.rounds > 1 else d
+        log_dir = sub(a.log_dir)
+        os.makedirs(log_dir, exist_ok=True)
+        tiles = a.tiles
+        if a.calibrate and a.measured:
+            tiles = os.path.join(sub(a.measured), "tiles.txt")  # the table measured with those runs
+        elif a.calibrate:
+            tiles = os.path.join(log_dir, "tiles.txt")
+            rc, out, wall = run(["bash", "-c", a.calibrate.replace("{out}", shlex.quote(tiles))],
+                                os.path.join(log_dir, "calibrate.log"), a.timeout)
+            if rc != 0:
+                sys.exit(f"cost_validate: --calibrate failed in round {r + 1} (see {log_dir}/calibrate.log)")
+            print(f"cost_validate: round {r + 1} calibrated in {wall:.0f} s", file=sys.stderr)
+        cases, fails = sweep(a, exe, tiles, log_dir, sub(a.measured) if a.measured else "")
+        rounds.append(cases)
+        failures += fails
 
-    lines = ["| P | S | executor | predicted fwd (s) | measured fwd (s) | fwd error | predicted bwd (s) | "
-             "measured bwd (s) | bwd error |", "|---|---|---|---|---|---|---|---|---|"]
-    for (P, S, name, pf, f, ef, pb, b, eb, _) in rows:
+    # Rows: each executor measured in every round that has its case, medians over the rounds.
+    rows, picks = [], []
+    keys = sorted({k for c in rounds for k in c})
+    for (P, S) in keys:
+        per = [c[(P, S)] for c in rounds if (P, S) in c]
+        names = [n for n in per[0]["meas"] if all(n in c["meas"] for c in per)]
+        for name in names:
+            f = median([c["meas"][name][0] for c in per])
+            b = median([c["meas"][name][1] for c in per])
+            preds = [c["pred"].get(name, (float("nan"), float("nan"))) for c in per]
+            pf, pb = median([p[0] for p in preds]), median([p[1] for p in preds])
+            ef = median([pct(p[0], c["meas"][name][0]) for p, c in zip(preds, per)])
+            eb = median([pct(p[1], c["meas"][name][1]) for p, c in zip(preds, per)])
+            rows.append((P, S, name, pf, f, ef, pb, b, eb))
+        autos = [c["auto"] for c in per if "auto" in c]
+        if autos:
+            chosen = sorted({x[0] for x in autos})
+            label = " / ".join(f"{n} ({sum(1 for x in autos if x[0] == n)}x)" if len(autos) > 1 else n for n in chosen)
+            t = median([x[1] + x[2] for x in autos])
+            candidates = {n: median([c["meas"][n][0] + c["meas"][n][1] for c in per]) for n in names}
+            candidates[f"auto ({label})"] = t
+            best = min(candidates, key=candidates.get)
+            bt = candidates[best]
+            picks.append((P, S, label, t, best, bt, 100.0 * (t - bt) / bt))
+
+    lines = []
+    if a.rounds > 1:
+        lines += [f"Medians over {a.rounds} rounds; error: the median of the rounds' errors"
+                  + (", each round predicted with the table calibrated just before it." if a.calibrate else "."), ""]
+    lines += ["| P | S | executor | predicted fwd (s) | measured fwd (s) | fwd error | predicted bwd (s) | "
+              "measured bwd (s) | bwd error |", "|---|---|---|---|---|---|---|---|---|"]
+    for (P, S, name, pf, f, ef, pb, b, eb) in rows:
         if pf != pf:  # not in the model's ranking (e.g. the hybrid with U = P): measured only
             lines.append(f"| {P} | {S} | {name} | - | {f:.4g} | - | - | {b:.4g} | - |")
         else:
