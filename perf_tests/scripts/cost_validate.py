@@ -18,6 +18,7 @@ import argparse
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -88,7 +89,6 @@ def sweep(a, exe, tiles, log_dir, measured_dir):
     """One pass over every P and S: the model's ranking with `tiles`, each executor's
     run and auto's. Returns {(P, S): {"pred": {name: (f, b)}, "pick": name,
     "meas": {name: (f, b)}, "auto": (name, f, b)}} and the number of failures."""
-    os.makedirs(log_dir, exist_ok=True)
     shape = ["--heads", str(a.heads), "--kv-heads", str(a.kv_heads), "--dim", str(a.dim), "--dtype", a.dtype,
              "--comm", a.comm, "-w", str(a.warmup), "-n", str(a.iters)]
     cases, failures = {}, 0
@@ -145,12 +145,6 @@ def sweep(a, exe, tiles, log_dir, measured_dir):
                 print(f"P={P} S={S} {name}: fwd {pf:.4g}/{f:.4g} s  bwd {pb:.4g}/{b:.4g} s (predicted/measured)",
                       file=sys.stderr)
     return cases, failures
-
-
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
 
 
 def main():
@@ -221,20 +215,25 @@ def main():
     for (P, S) in keys:
         per = [c[(P, S)] for c in rounds if (P, S) in c]
         names = [n for n in per[0]["meas"] if all(n in c["meas"] for c in per)]
+        dropped = sorted({n for c in per for n in c["meas"]} - set(names))
+        if len(per) < len(rounds) or dropped:
+            print(f"cost_validate: P={P} S={S}: {len(per)} of {len(rounds)} rounds have the case"
+                  + (f"; left out, not measured in every one of them: {', '.join(dropped)}" if dropped else ""),
+                  file=sys.stderr)
         for name in names:
-            f = median([c["meas"][name][0] for c in per])
-            b = median([c["meas"][name][1] for c in per])
+            f = statistics.median([c["meas"][name][0] for c in per])
+            b = statistics.median([c["meas"][name][1] for c in per])
             preds = [c["pred"].get(name, (float("nan"), float("nan"))) for c in per]
-            pf, pb = median([p[0] for p in preds]), median([p[1] for p in preds])
-            ef = median([pct(p[0], c["meas"][name][0]) for p, c in zip(preds, per)])
-            eb = median([pct(p[1], c["meas"][name][1]) for p, c in zip(preds, per)])
+            pf, pb = statistics.median([p[0] for p in preds]), statistics.median([p[1] for p in preds])
+            ef = statistics.median([pct(p[0], c["meas"][name][0]) for p, c in zip(preds, per)])
+            eb = statistics.median([pct(p[1], c["meas"][name][1]) for p, c in zip(preds, per)])
             rows.append((P, S, name, pf, f, ef, pb, b, eb))
         autos = [c["auto"] for c in per if "auto" in c]
         if autos:
             chosen = sorted({x[0] for x in autos})
             label = " / ".join(f"{n} ({sum(1 for x in autos if x[0] == n)}x)" if len(autos) > 1 else n for n in chosen)
-            t = median([x[1] + x[2] for x in autos])
-            candidates = {n: median([c["meas"][n][0] + c["meas"][n][1] for c in per]) for n in names}
+            t = statistics.median([x[1] + x[2] for x in autos])
+            candidates = {n: statistics.median([c["meas"][n][0] + c["meas"][n][1] for c in per]) for n in names}
             candidates[f"auto ({label})"] = t
             best = min(candidates, key=candidates.get)
             bt = candidates[best]
