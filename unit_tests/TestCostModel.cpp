@@ -317,7 +317,10 @@ TEST(CostModel, SharedCoresSlowComputeByRanksPerCore) {
     else
       EXPECT_NEAR(s.forward.compute_only_seconds, 3 * p.forward.compute_only_seconds,
                   1e-9 * s.forward.compute_only_seconds);
-    EXPECT_DOUBLE_EQ(predict(p.choice, pr, 6, with_shared_cores(m, 6, 8)).forward.seconds, p.forward.seconds);
+    // A core each: the compute is not slowed, only the copies stop overlapping it (HostCopies below).
+    const Prediction own = predict(p.choice, pr, 6, with_shared_cores(m, 6, 8));
+    EXPECT_DOUBLE_EQ(own.forward.compute_only_seconds, p.forward.compute_only_seconds);
+    EXPECT_GE(own.forward.seconds, p.forward.seconds * (1 - 1e-12));
   }
   // The vanilla ring, 6 ranks on 2 cores: step t has the 6 - t ranks at or below the
   // diagonal busy, so its full blocks take 2.5, 2, 1.5, 1, 1 times as long.
@@ -333,6 +336,40 @@ TEST(CostModel, SharedCoresSlowComputeByRanksPerCore) {
       predict(ring_choice(ExecutorKind::RingVanilla), pr, 6, with_shared_cores(free_links, 6, 2)).forward.seconds;
   EXPECT_NEAR(vanilla, 3 * diag + (2.5 + 2 + 1.5 + 1 + 1) * full, 1e-9 * vanilla);
   EXPECT_THROW(with_shared_cores(m, 0, 2), InvalidArgument);
+}
+
+// CPU ranks copy what they receive with their own cores, after their tile: zigzag's
+// forward receives one K/V chunk for each of its P - 1 later steps, every rank the
+// same, so each step costs its tiles plus that copy, at the cores' slow-down when shared.
+TEST(CostModel, HostCopiesDoNotOverlapCompute) {
+  const MachineModel m = test_machine();
+  const AttnProblem pr = problem(4096, 8, 2);
+  const ExecutorChoice zz = ring_choice(ExecutorKind::RingZigzag);
+  for (const double cores : {6.0, 2.0}) {
+    SCOPED_TRACE(cores);
+    const MachineModel cpu = with_shared_cores(m, 6, cores);
+    ASSERT_TRUE(cpu.host_copies);
+    const Prediction p = predict(zz, pr, 6, cpu);
+    const double chunk = double(p.forward.max_bytes_received) / 5;
+    const double copies = 5 * m.transfer_seconds(LinkLevel::Intra, chunk) * (6 / std::min(6.0, cores));
+    EXPECT_NEAR(p.forward.exposed_seconds(), copies, 1e-9 * p.forward.seconds);
+  }
+  // On GPUs (no with_shared_cores) the same transfers hide behind the tiles.
+  const Prediction gpu = predict(zz, pr, 6, m);
+  EXPECT_LT(gpu.forward.exposed_seconds(), predict(zz, pr, 6, with_shared_cores(m, 6, 6)).forward.exposed_seconds());
+  // Ulysses: the all-to-alls are copies too, so pipelining over head groups hides nothing:
+  // with no per-transfer latency, one group and two expose the same time.
+  MachineModel no_latency = m;
+  no_latency.intra.latency_s = no_latency.inter.latency_s = 0;
+  const MachineModel cpu = with_shared_cores(no_latency, 2, 2);
+  ExecutorChoice u;
+  u.kind = ExecutorKind::Ulysses;
+  u.head_groups = 1;
+  const AttnProblem mha = problem(4096, 8, 8);
+  const double one = predict(u, mha, 2, cpu).forward.exposed_seconds();
+  u.head_groups = 2;
+  EXPECT_NEAR(predict(u, mha, 2, cpu).forward.exposed_seconds(), one, 1e-9 * one);
+  EXPECT_GT(one, 0);
 }
 
 TEST(CostModel, NoCommunicationCostMeansComputeOnly) {

@@ -50,20 +50,33 @@ struct Grid2DCostContext {
     }
     return m.shared_step_seconds(t);
   }
-  double send(LinkLevel l, double bytes) const { return m.transfer_seconds(l, bytes); }
+  /// One transfer: the link's time, or on CPU ranks (host_copies) the receiver's
+  /// copy at the shared cores' slow-down.
+  double send(LinkLevel l, double bytes) const { return m.transfer_seconds(l, bytes) * m.host_copy_share(); }
+  /// compute while comm is in flight, then merge; one after the other on CPU ranks.
+  void step(PassTimeline& tl, double compute, double comm, double merge = 0) const {
+    if (m.host_copies) tl.serial(compute, comm, merge);
+    else tl.overlapped(compute, comm, merge);
+  }
+  /// Two things at once, or one after the other on CPU ranks.
+  double beside(double a, double b) const { return m.host_copies ? a + b : std::max(a, b); }
   /// Two transfers in flight together from one rank.
   double together(LinkLevel la, double ta, LinkLevel lb, double tb) const {
-    return la == lb ? ta + tb : std::max(ta, tb);
+    return la == lb || m.host_copies ? ta + tb : std::max(ta, tb);
   }
   /// A row collective (C members, row_shard bytes each) with a column one (R members) in flight together.
   double row_and_column(double row_shard, double col_shard) const {
-    return together(row_level, ring_collective_seconds(m, row_level, g.cols(), row_shard), col_level,
-                    ring_collective_seconds(m, col_level, g.rows(), col_shard));
+    return together(row_level, collective(row_level, g.cols(), row_shard), col_level,
+                    collective(col_level, g.rows(), col_shard));
+  }
+  /// A ring all-gather or reduce-scatter's transfers (ring_collective_seconds), on CPU ranks their copies.
+  double collective(LinkLevel l, int k, double shard) const {
+    return ring_collective_seconds(m, l, k, shard) * m.host_copy_share();
   }
   /// A sum reduce-scatter over k members with `shard` result bytes each: k - 1 ring
   /// steps, each the link's transfer or the table's reduce rate, whichever is slower.
   double reduce_scatter(LinkLevel l, int k, double shard) const {
-    return std::max(ring_collective_seconds(m, l, k, shard), k <= 1 ? 0.0 : (k - 1) * m.tiles.reduce_seconds(shard));
+    return std::max(collective(l, k, shard), k <= 1 ? 0.0 : (k - 1) * m.tiles.reduce_seconds(shard));
   }
   /// The row and column reduce-scatters in flight together.
   double row_and_column_reduce(double row_shard, double col_shard) const {
@@ -88,7 +101,7 @@ struct Grid2DCostContext {
       const double comp = slowest([&](int r, int c) {
         return block(dir, g.qp(r, c), g.shard_len(), g.kt((r + i - 1) % R, c), g.shard_len());
       });
-      col.overlapped(comp, i < R ? send(col_level, kv_shard) : 0.0);
+      step(col, comp, i < R ? send(col_level, kv_shard) : 0.0);
     }
     return col;
   }

@@ -92,19 +92,19 @@ inline PassPrediction predict_grid2d_forward(bool overlapped, const AttnProblem&
     tl.local(x.copy(C * q_shard + (R > 1 ? R * kv_shard : 0.0)) + x.fill(C * partial) +
              (C > 1 ? x.copy(partial) : 0.0));
     tl.local(x.gathered_block(F));
-    for (int i = 2; i <= C; ++i) tl.overlapped(0, x.send(x.row_level, partial), x.copy(partial) + x.merge(partial));
+    for (int i = 2; i <= C; ++i) x.step(tl, 0, x.send(x.row_level, partial), x.copy(partial) + x.merge(partial));
     tl.p.steps = 1;
   } else {
     // Column ring, with the first Q block of the row ring fetched alongside.
     const PassTimeline col = x.column_ring(F, kv_shard);
     const double qfetch = C > 1 ? x.send(x.row_level, q_shard) : 0.0;
-    tl.step(std::max(col.p.seconds, qfetch), col.p.compute_only_seconds);
+    tl.step(x.beside(col.p.seconds, qfetch), col.p.compute_only_seconds);
     for (int i = 1; i <= C - 1; ++i) {
       const double comp = x.row_ring_block(F, i);
       const double comm = (i < C - 1 ? x.send(x.row_level, q_shard) : 0.0) + (i > 1 ? x.send(x.row_level, partial) : 0.0);
-      tl.overlapped(comp, comm, i > 1 ? x.merge(partial) : 0.0);
+      x.step(tl, comp, comm, i > 1 ? x.merge(partial) : 0.0);
     }
-    if (C > 1) tl.overlapped(0, x.send(x.row_level, partial), x.merge(partial));
+    if (C > 1) x.step(tl, 0, x.send(x.row_level, partial), x.merge(partial));
     if (C > 1 && R > 1) tl.local(x.copy(R * kv_shard));  // the column ring's blocks into Kg, Vg
     tl.p.steps = R + C - 1;
   }
@@ -136,11 +136,11 @@ inline PassPrediction predict_grid2d_backward(bool overlapped, const AttnProblem
     tl.p.steps = 1;
   } else {
     const PassTimeline col = x.column_ring(W, kv_shard);
-    tl.step(std::max(col.p.seconds, C > 1 ? x.send(x.row_level, bundle) : 0.0), col.p.compute_only_seconds);
+    tl.step(x.beside(col.p.seconds, C > 1 ? x.send(x.row_level, bundle) : 0.0), col.p.compute_only_seconds);
     for (int i = 1; i <= C - 2; ++i) {
       const double comp = x.row_ring_block(W, i);
       const double comm = x.send(x.row_level, bundle) + (i > 1 ? x.send(x.row_level, dq) : 0.0);
-      tl.overlapped(comp, comm, i > 1 ? x.merge(dq) : 0.0);
+      x.step(tl, comp, comm, i > 1 ? x.merge(dq) : 0.0);
     }
     // Alg. 11: the last query block (none when C == 1) against one K/V block per
     // step while the dK/dV partials go up the column; the dQ partial of the step
@@ -155,16 +155,16 @@ inline PassPrediction predict_grid2d_backward(bool overlapped, const AttnProblem
     double pending_dq = C > 2 ? x.send(x.row_level, dq) : 0.0;
     const double dq_merge = C > 2 ? x.merge(dq) : 0.0;
     if (R == 1) {
-      tl.overlapped(last_block(0), pending_dq, dq_merge);
+      x.step(tl, last_block(0), pending_dq, dq_merge);
     } else {
       for (int i = 2; i <= R; ++i) {
         const double comm = x.together(x.row_level, pending_dq, x.col_level, i > 2 ? x.send(x.col_level, dkv) : 0.0);
-        tl.overlapped(last_block(i - 1), comm, (i > 2 ? x.merge(dkv) : 0.0) + (i == 2 ? dq_merge : 0.0));
+        x.step(tl, last_block(i - 1), comm, (i > 2 ? x.merge(dkv) : 0.0) + (i == 2 ? dq_merge : 0.0));
         pending_dq = 0;
       }
-      tl.overlapped(last_block(0), x.send(x.col_level, dkv), x.merge(dkv));
+      x.step(tl, last_block(0), x.send(x.col_level, dkv), x.merge(dkv));
     }
-    if (C > 1) tl.overlapped(0, x.send(x.row_level, dq), x.merge(dq));
+    if (C > 1) x.step(tl, 0, x.send(x.row_level, dq), x.merge(dq));
     // The column ring's blocks into Kg, Vg; every dK/dV block cut out of dKg, dVg.
     tl.local((C > 1 && R > 1 ? x.copy(R * kv_shard) : 0.0) + (R > 1 ? x.copy(R * dkv) : 0.0));
     tl.p.steps = R + C - 1;

@@ -89,7 +89,7 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
   auto merge_seconds = [&](const Transfer& tr) { return tr.active() ? m.tiles.elementwise_seconds(3 * bytes(tr)) : 0.0; };
 
   std::vector<double> sent(P, 0.0), received(P, 0.0);
-  std::vector<double> compute_x(P), merge_x(P), xfer_x(P);
+  std::vector<double> compute_x(P), merge_x(P), xfer_x(P), copy_x(P);
   PassTimeline tl;
   tl.p.steps = T;
   for (int t = 0; t <= T; ++t) {
@@ -118,8 +118,11 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
         add(prev.recv_result, false);
         merge = merge_seconds(prev.recv_result);
       }
-      compute_x[std::size_t(x)] = compute, merge_x[std::size_t(x)] = merge, xfer_x[std::size_t(x)] = inflight.seconds(m);
-      work_sum += compute + merge, work_max = std::max(work_max, compute + merge);
+      // CPU ranks copy what they receive with their own cores (host_copies): work, not overlapped.
+      const double copy = m.receive_work_seconds(inflight);
+      compute_x[std::size_t(x)] = compute, merge_x[std::size_t(x)] = merge, copy_x[std::size_t(x)] = copy;
+      xfer_x[std::size_t(x)] = m.host_copies ? 0.0 : inflight.seconds(m);
+      work_sum += compute + copy + merge, work_max = std::max(work_max, compute + copy + merge);
     }
     const double busy = work_max > 0 ? work_sum / work_max * place.concurrent_groups : 0.0;
     double scale = work_max > 0 ? m.busy_scale(busy) : 1.0;
@@ -128,7 +131,7 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
     double step_s = 0, step_compute = 0;
     for (std::size_t x = 0; x < std::size_t(P); ++x) {
       const double work = scale * compute_x[x], merge = scale * merge_x[x];
-      step_s = std::max(step_s, std::max(work, xfer_x[x]) + merge);
+      step_s = std::max(step_s, std::max(work + scale * copy_x[x], xfer_x[x]) + merge);
       step_compute = std::max(step_compute, work + merge);
     }
     tl.step(step_s, step_compute);

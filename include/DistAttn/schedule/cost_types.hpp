@@ -107,6 +107,12 @@ struct PassTimeline {
     p.seconds += std::max(compute, comm) + merge;
     p.compute_only_seconds += compute + merge;
   }
+  /// The same step where the transfer cannot run beside the compute (a CPU rank's
+  /// own copies, MachineModel::host_copies): one after the other.
+  void serial(double compute, double comm, double merge = 0) {
+    p.seconds += compute + comm + merge;
+    p.compute_only_seconds += compute + merge;
+  }
   void exposed(double comm) { p.seconds += comm; }
   /// A step already reduced over ranks (slowest rank each way).
   void step(double seconds, double compute_only) {

@@ -35,6 +35,8 @@ inline UlyssesSizes ulysses_sizes(const AttnProblem& pr, int degree, std::int64_
 
 /// Seconds of one all-to-all in which member 0 of a group (placed by `place`)
 /// sends `bytes` spread evenly over its U - 1 peers and receives as much.
+/// On CPU ranks (MachineModel::host_copies) that is the time member 0's core spends
+/// copying what it receives.
 inline double all_to_all_seconds(const MachineModel& m, const RankPlacement& place, int degree, double bytes) {
   if (degree <= 1 || bytes <= 0) return 0;
   ConcurrentTransfers t;
@@ -43,7 +45,7 @@ inline double all_to_all_seconds(const MachineModel& m, const RankPlacement& pla
     t.send(place.level(0, j), per_peer);
     t.recv(place.level(0, j), per_peer);
   }
-  return t.seconds(m);
+  return m.host_copies ? m.receive_work_seconds(t) : t.seconds(m);
 }
 
 /// Seconds of the reorders around one all-to-all in which a rank sends `bytes`
@@ -103,18 +105,20 @@ inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem&
   const ShapeClass cls{dir, pr.causal ? BlockKind::Causal : BlockKind::Full, pr.dtype, pr.head_dim};
   const double call =
       m.shared_step_seconds(m.tiles.block_seconds(cls, double(pr.batch) * Lg, {0, 1}, pr.seq_len, {0, 1}, pr.seq_len));
-  std::vector<double> in(G, 0), comp(G, call), out(G, 0);
+  std::vector<double> in(G, 0), comp(G, call), out(G, 0), copies(G, 0);
   PassPrediction p;
   for (int g = 0; g < G; ++g)
     for (const UlyssesExchange& e : ulysses_slice_exchanges(z, bwd, Lg, Lkg)) {
       const double t = all_to_all_seconds(m, place, z.degree, double(pr.batch) * e.bytes);
-      (e.phase == UlyssesPhase::QKV || e.phase == UlyssesPhase::DOut ? in : out)[g] += t;
+      // CPU ranks copy with the core that computes: nothing to pipeline against.
+      if (m.host_copies) copies[g] += t;
+      else (e.phase == UlyssesPhase::QKV || e.phase == UlyssesPhase::DOut ? in : out)[g] += t;
       comp[g] += all_to_all_reorder_seconds(m, z.degree, double(pr.batch) * e.bytes);
       p.max_bytes_sent += std::int64_t(pr.batch) * e.bytes;
     }
   p.max_bytes_received = p.max_bytes_sent;
+  for (int g = 0; g < G; ++g) p.compute_only_seconds += comp[g], comp[g] += copies[g];
   p.seconds = ulysses_pipeline_seconds(in, comp, out);
-  for (double c : comp) p.compute_only_seconds += c;
   p.steps = G;
   return p;
 }

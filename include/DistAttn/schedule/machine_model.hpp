@@ -21,6 +21,7 @@
 namespace DistAttn {
 
 enum class LinkLevel { Intra, Inter };
+struct ConcurrentTransfers;
 inline constexpr int kNumLinkLevels = 2;
 
 struct Link {
@@ -40,6 +41,24 @@ struct MachineModel {
   /// tile table already slowed by shared_ranks / shared_cores (0: not shared).
   int shared_ranks = 0;
   double shared_cores = 0;
+  /// Set by with_shared_cores (cores > 0): the ranks are CPU processes of one host, and
+  /// a message between two of them is a memory copy that the receiving rank's core
+  /// makes inside its MPI wait (Open MPI's shared-memory transport copies once, on
+  /// the receiver). It takes that core's time: it does not overlap the rank's own
+  /// compute, and where ranks share cores it is slowed down like compute.
+  bool host_copies = false;
+
+  /// ranks / cores where the ranks share fewer cores, else 1: the slow-down of
+  /// every rank's work while all of them have work.
+  double core_share() const {
+    return shared_cores > 0 && shared_ranks > shared_cores ? double(shared_ranks) / shared_cores : 1.0;
+  }
+  /// Seconds of a rank's own core spent receiving what `t` holds (host_copies: each
+  /// level's transfer time, at the shared slow-down); 0 where transfers run beside
+  /// compute (NCCL, a GPU's copy engines).
+  double receive_work_seconds(const ConcurrentTransfers& t) const;
+  /// The factor on a transfer's time that makes it that copy: core_share() with host_copies, else 1.
+  double host_copy_share() const { return host_copies ? core_share() : 1.0; }
 
   /// The factor on a step's compute when its work keeps only `busy` of the shared
   /// ranks computing (Σ work / the largest, so a rank with a tenth of the largest
@@ -102,10 +121,12 @@ inline MachineModel nvlink_ib_node_defaults(TileThroughput tiles) {
 /// every rank computes, each gets cores / ranks of a core, so tile and
 /// elementwise rates are divided by max(1, ranks / cores); steps in which fewer
 /// ranks compute get some of it back (MachineModel::busy_scale, applied where an
-/// executor's model knows which ranks are busy). cores <= 0: not shared.
+/// executor's model knows which ranks are busy). Their messages are their own
+/// copies (MachineModel::host_copies), at any cores > 0. cores <= 0: GPU ranks, not shared.
 inline MachineModel with_shared_cores(MachineModel m, int ranks, double cores) {
   DISTATTN_REQUIRE(ranks >= 1 && std::isfinite(cores), "DistAttn::with_shared_cores",
                    "ranks must be >= 1 and cores finite (got ranks=" << ranks << ", cores=" << cores << ")");
+  if (cores > 0) m.host_copies = true;
   if (cores > 0 && ranks > cores) {
     m.tiles = m.tiles.slowed_down(double(ranks) / cores);
     m.shared_ranks = ranks, m.shared_cores = cores;
@@ -148,6 +169,13 @@ struct ConcurrentTransfers {
       if (any[i]) t = std::max(t, m.transfer_seconds(LinkLevel(i), std::max(sent[i], received[i])));
     return t;
   }
+  /// The receiving side alone: every level's received bytes, one after the other.
+  double receive_seconds(const MachineModel& m) const {
+    double t = 0;
+    for (int i = 0; i < kNumLinkLevels; ++i)
+      if (any[i]) t += m.transfer_seconds(LinkLevel(i), received[i]);
+    return t;
+  }
 
  private:
   void add(double* a, LinkLevel l, double bytes) {
@@ -156,6 +184,10 @@ struct ConcurrentTransfers {
     any[int(l)] = true;
   }
 };
+
+inline double MachineModel::receive_work_seconds(const ConcurrentTransfers& t) const {
+  return host_copies ? t.receive_seconds(*this) * core_share() : 0.0;
+}
 
 /// A ring all-gather or reduce-scatter over k members with `shard_bytes` per
 /// member: k - 1 steps, each moving one shard over the group's slowest level.
