@@ -96,6 +96,33 @@ TEST(CoreBalance, TableKeepsTheBalanceLine) {
   EXPECT_THROW(TileThroughput::from_text("balance\n"), InvalidArgument);
 }
 
+// The hybrid's head groups do not wait for each other, so on 9 ranks over 2 cores
+// its inner steps run at the fuller core's pace (5 ranks, against the fluid 4.5)
+// whatever the balance time; Ulysses' calls, which every rank waits for, blend.
+TEST(CoreBalance, HybridHeadGroupsTakeTheWholeRankShare) {
+  AttnProblem pr = problem(576);
+  pr.heads = pr.kv_heads = 18;  // Ulysses on 9 ranks needs H % 9 == 0
+  ExecutorChoice hybrid;
+  hybrid.kind = ExecutorKind::Hybrid, hybrid.ulysses_degree = 3, hybrid.inner = ExecutorKind::RingZigzag;
+  auto compute = [&](double tau, const ExecutorChoice& ch) {
+    TileThroughput t = tiles_without_passes();
+    if (tau > 0) t.set_balance_seconds(tau);
+    return predict(ch, pr, 9, with_shared_cores(free_links(t), 9, 2)).backward.compute_only_seconds;
+  };
+  const double fluid = compute(0, hybrid);
+  EXPECT_NEAR(compute(0.01, hybrid), fluid * 5 / 4.5, 1e-9 * fluid);
+  EXPECT_NEAR(compute(10, hybrid), fluid * 5 / 4.5, 1e-9 * fluid);
+  const ExecutorChoice ulysses = choice(ExecutorKind::Ulysses, 0, 0, 1);
+  EXPECT_LT(compute(0.01, ulysses), compute(10, ulysses) * (1 - 1e-6));
+  // 6 ranks on 2 cores divide evenly: nothing to pace.
+  TileThroughput t = tiles_without_passes();
+  t.set_balance_seconds(0.01);
+  hybrid.ulysses_degree = 2;
+  EXPECT_DOUBLE_EQ(predict(hybrid, pr, 6, with_shared_cores(free_links(t), 6, 2)).backward.compute_only_seconds,
+                   predict(hybrid, pr, 6, with_shared_cores(free_links(tiles_without_passes()), 6, 2))
+                       .backward.compute_only_seconds);
+}
+
 // 3 ranks on 2 cores: every call of a one-call pass (Attention2D-NO, Ulysses with one
 // head group) is the blend of its fluid time; with 6 ranks only the steps in which
 // an odd number of them compute change.

@@ -48,7 +48,7 @@ struct Grid2DCostContext {
       const GridCoord rc = g.coord(p);
       t = std::max(t, f(rc.row, rc.col));
     }
-    return m.shared_step_seconds(t);
+    return m.shared_step_seconds(t, m.shared_ranks, place.concurrent_groups > 1);
   }
   /// One transfer: the link's time, or on CPU ranks (host_copies) the receiver's
   /// copy at the shared cores' slow-down.

@@ -44,6 +44,13 @@ inline double balanced_share_seconds(double t_fluid, double busy, double cores, 
   return t_fluid * (1.0 + (l.whole / l.fluid - 1.0) * balance_s / (balance_s + alone));
 }
 
+/// The same step when the fuller core keeps its ranks throughout (no balancing).
+inline double whole_share_seconds(double t_fluid, double busy, double cores) {
+  if (!(t_fluid > 0)) return t_fluid;
+  const CoreLoad l(busy, cores);
+  return t_fluid * l.whole / l.fluid;
+}
+
 /// The balance time from calls timed alone (`alone[i]`: one rank per core) and
 /// with `ranks` ranks on `cores` cores (`shared[i]`, barrier to barrier): the tau
 /// whose blend is nearest the measured ratios shared / alone in least squares,

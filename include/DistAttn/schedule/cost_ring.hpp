@@ -127,7 +127,8 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
     const double busy = work_max > 0 ? work_sum / work_max * place.concurrent_groups : 0.0;
     double scale = work_max > 0 ? m.busy_scale(busy) : 1.0;
     // Busy ranks that do not divide over the cores: the step waits for the fuller core.
-    if (work_max > 0) scale *= m.shared_step_seconds(scale * work_max, busy) / (scale * work_max);
+    if (work_max > 0)
+      scale *= m.shared_step_seconds(scale * work_max, busy, place.concurrent_groups > 1) / (scale * work_max);
     double step_s = 0, step_compute = 0;
     for (std::size_t x = 0; x < std::size_t(P); ++x) {
       const double work = scale * compute_x[x], merge = scale * merge_x[x];

@@ -74,8 +74,14 @@ struct MachineModel {
   /// ranks) where the busy ranks do not divide over the shared cores: the fuller
   /// core holds the step up until the scheduler evens them out (core_balance.hpp,
   /// the table's balance time). `t` where the cores are not shared.
-  double shared_step_seconds(double t, double busy) const {
+  /// `independent_groups`: the step is one of several groups' that do not wait for
+  /// each other (the hybrid's head groups). A group placed on the emptier core runs
+  /// ahead instead of idling at the step's end, so nothing prompts the scheduler to
+  /// move a rank, and the fuller core sets the pace: the whole-rank share, wherever
+  /// the table has a balance time (none: the fluid share everywhere).
+  double shared_step_seconds(double t, double busy, bool independent_groups = false) const {
     if (!(shared_cores > 0) || shared_ranks <= shared_cores) return t;
+    if (independent_groups && tiles.balance_seconds() > 0) return whole_share_seconds(t, busy, shared_cores);
     return balanced_share_seconds(t, busy, shared_cores, tiles.balance_seconds());
   }
   /// The same with every shared rank busy (Attention2D, Ulysses: no idle steps).
