@@ -30,7 +30,10 @@
 //   [mpiexec -n K] cost_calibrate -o tiles.txt --heads 72 --head-counts 2,9,36 [--sizes ... -n ...]
 //
 // measures only how much faster per head a call over fewer heads runs than one over
-// --heads (TileThroughput::head_factor) and adds the `heads` lines to the existing table.
+// --heads (TileThroughput::head_factor) and adds the `heads` lines to the existing table,
+// recorded at K / --cores ranks per core where K is larger (--oversubscribe), so that
+// a table holds the factors of ranks that take turns on a core beside those of ranks
+// with a core each.
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/impl/grid2d_buffers.hpp>
 #include <DistAttn/schedule/core_balance.hpp>
@@ -52,6 +55,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace DistAttn;
@@ -309,17 +313,43 @@ void write_table(const Exec& exec, const Config& c, const std::vector<std::strin
   std::cout << head.str() << table.to_text();
 }
 
-/// Rewrites the table at `path` with its `record` lines and their `# record` comment
-/// replaced by `lines` at the end; every other line and comment is kept as it is.
-void replace_records(const std::string& path, const std::string& record, const std::string& lines) {
+/// Rewrites the table at `path` with the lines `drop` accepts replaced by `lines` at
+/// the end; every other line and comment is kept as it is.
+template <class Drop>
+void replace_lines(const std::string& path, Drop drop, const std::string& lines) {
   std::ifstream in(path);
   std::ostringstream kept;
   for (std::string line; std::getline(in, line);)
-    if (line.rfind(record, 0) != 0 && line.rfind("# " + record, 0) != 0) kept << line << '\n';
+    if (!drop(line)) kept << line << '\n';
   in.close();
   std::ofstream out(path);
   out << kept.str() << lines;
   DISTATTN_REQUIRE(out.good(), "cost_calibrate", "cannot write '" << path << "'");
+}
+
+/// The table's `record` lines and their `# record` comment replaced by `lines`.
+void replace_records(const std::string& path, const std::string& record, const std::string& lines) {
+  replace_lines(
+      path, [&](const std::string& l) { return l.rfind(record, 0) == 0 || l.rfind("# " + record, 0) == 0; }, lines);
+}
+
+/// Ranks per core of a `heads` line or of its comment ("# heads at R ranks per core:",
+/// "# heads:" = 1); 0 for any other line.
+double heads_line_share(const std::string& line) {
+  std::istringstream ls(line);
+  std::string word;
+  int h = 0;
+  double f = 0, share = 1;
+  if (line.rfind("heads ", 0) == 0) {
+    ls >> word >> h >> f;
+    if (!(ls >> share)) share = 1;
+    return share;
+  }
+  if (line.rfind("# heads at ", 0) == 0) {
+    ls.seekg(11);
+    return ls >> share ? share : 0.0;
+  }
+  return line.rfind("# heads:", 0) == 0 ? 1.0 : 0.0;
 }
 
 /// Seconds per head of the four calls at block size S with `heads` heads.
@@ -334,9 +364,14 @@ double seconds_per_head(const Exec& exec, Config c, int heads, int S, int d) {
 /// the table's --heads, at the largest --sizes block, added to the table at `outpath`
 /// in place of the heads lines it had. Each count is timed right after the table's
 /// head count, so that a drift of the machine between them cancels.
-void add_head_factors(const Exec& exec, const Config& c, std::vector<int> counts, int d, int rank,
+void add_head_factors(const Exec& exec, const Config& c, std::vector<int> counts, int d, double cores, int rank,
                       const std::string& outpath, std::ostream& log) {
-  TileThroughput::load(outpath);  // an existing, valid table, before spending the time
+  TileThroughput table = TileThroughput::load(outpath);  // an existing, valid table, before spending the time
+  // Rounded as the table writes it, so that a later run at the same share replaces these lines.
+  std::ostringstream rounded;
+  rounded.precision(6);
+  rounded << std::scientific << std::max(1.0, c.ranks / cores);
+  const double share = std::stod(rounded.str());
   const int S = c.sizes.back();
   std::vector<std::pair<int, double>> f{{c.heads, 1.0}};
   for (int h : counts) {
@@ -347,12 +382,13 @@ void add_head_factors(const Exec& exec, const Config& c, std::vector<int> counts
   }
   std::sort(f.begin(), f.end());
   if (rank != 0) return;
-  TileThroughput check;
-  check.set_head_factors(f);
+  table.set_head_factors(f, share);
   std::ostringstream lines;
-  lines << "# heads: float, d " << d << ", S " << S << ", " << c.ranks << " rank(s) at once\n";
-  for (const auto& [h, x] : f) lines << "heads " << h << ' ' << x << '\n';
-  replace_records(outpath, "heads", lines.str());
+  lines << "# heads" << (share != 1 ? " at " + rounded.str() + " ranks per core" : std::string()) << ": float, d "
+        << d << ", S " << S << ", " << c.ranks << " rank(s) at once on " << cores << " core(s)\n"
+        << table.head_factors_text(share);
+  replace_lines(outpath, [&](const std::string& l) { return heads_line_share(l) == share; }, lines.str());
+  log << lines.str();
 }
 
 #if DISTATTN_ENABLE_MPI
@@ -391,6 +427,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> dtypes{"float", "double"};
     std::vector<int> dims{64, 128}, sizes{128, 384, 768};
     int reduce_mib = 16, balance_cores = 0;
+    double head_cores = 0;
     std::vector<int> head_counts;
     CLI::App app("Times the building block per shape class and writes the cost model's tile table.",
                  "cost_calibrate");
@@ -416,6 +453,11 @@ int main(int argc, char** argv) {
                    "to the existing table at -o")
         ->delimiter(',')
         ->check(at_least(1));
+    app.add_option("--cores", head_cores,
+                   "with --head-counts: the cores the MPI ranks share (default: this host's on a host build, one "
+                   "per rank on a GPU build); more ranks than cores records the factors at ranks / cores ranks per "
+                   "core")
+        ->check(CLI::PositiveNumber);
     app.add_option("--sizes", sizes, "two or more increasing block sizes")->delimiter(',')->check(at_least(1))
         ->capture_default_str();
     if (!parse_command_line(app, argc, argv)) {
@@ -440,7 +482,9 @@ int main(int argc, char** argv) {
     if (!head_counts.empty()) {
       DISTATTN_REQUIRE(std::find(head_counts.begin(), head_counts.end(), c.heads) == head_counts.end(), "cost_calibrate",
                        "--head-counts must not repeat --heads " << c.heads);
-      add_head_factors(exec, c, head_counts, dims.front(), rank, outpath, log);
+      double cores = head_cores;
+      if (!(cores > 0)) cores = compat::host_accessible_v<Exec> ? double(std::thread::hardware_concurrency()) : ranks;
+      add_head_factors(exec, c, head_counts, dims.front(), cores, rank, outpath, log);
     } else
 #if DISTATTN_ENABLE_MPI
     if (balance_cores > 0)

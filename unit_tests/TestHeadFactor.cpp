@@ -80,3 +80,70 @@ TEST(HeadFactor, RoundTripsThroughTheTableAndRejectsBadLines) {
   for (const char* bad : {"heads 9\n", "heads 0 1\n", "heads 9 -1\n", "heads 9 1\nheads 9 0.9\n", "heads x 1\n"})
     EXPECT_THROW(TileThroughput::from_text(bad), InvalidArgument) << bad;
 }
+
+// Ranks taking turns on a core: each set of counts is measured at some ranks per
+// core, and the table answers at its core_share, linear in between, the nearest
+// set outside them.
+TEST(HeadFactor, AnswersAtTheRunsRanksPerCore) {
+  TileThroughput t = plain_tiles();
+  t.set_head_factors({{2, 0.9}, {72, 1.0}});
+  t.set_head_factors({{2, 0.7}, {72, 1.0}}, 4.5);
+  EXPECT_EQ(t.head_factor_shares(), (std::vector<double>{1.0, 4.5}));
+  EXPECT_DOUBLE_EQ(t.head_factor(2), 0.9);  // a core each until told otherwise
+  t.set_core_share(4.5);
+  EXPECT_DOUBLE_EQ(t.head_factor(2), 0.7);
+  t.set_core_share(2.75);
+  EXPECT_NEAR(t.head_factor(2), 0.8, 1e-12);
+  EXPECT_NEAR(t.head_factor(12), 0.9, 1e-12);  // both sets halfway in log(heads)
+  t.set_core_share(9);
+  EXPECT_DOUBLE_EQ(t.head_factor(2), 0.7);
+  // A table with a shared set only answers with it at every share.
+  TileThroughput shared_only = plain_tiles();
+  shared_only.set_head_factors({{2, 0.7}, {72, 1.0}}, 4.5);
+  EXPECT_DOUBLE_EQ(shared_only.head_factor(2), 0.7);
+  // Removing a set.
+  t.set_head_factors({}, 4.5);
+  EXPECT_DOUBLE_EQ(t.head_factor(2), 0.9);
+  EXPECT_THROW(t.set_core_share(0.5), InvalidArgument);
+  EXPECT_THROW(t.set_head_factors({{2, 0.7}}, 0.5), InvalidArgument);
+}
+
+// with_shared_cores sets the share: 9 ranks on 2 cores read the 4.5 set, and
+// Ulysses' prediction there follows it while the ring's (all 72 heads) does not.
+TEST(HeadFactor, SharedCoresReadTheSetMeasuredAtTheirShare) {
+  AttnProblem pr;
+  pr.seq_len = 2304, pr.heads = 72, pr.kv_heads = 72, pr.head_dim = 64, pr.dtype = "float";
+  MachineModel base = nvlink_ib_node_defaults(plain_tiles());
+  base.intra = base.inter = Link{std::numeric_limits<double>::infinity(), 0.0};
+  base.tiles.set_head_factors({{1, 1.0}, {72, 1.0}});
+  MachineModel shared = base;
+  shared.tiles.set_head_factors({{1, 0.8}, {72, 1.0}}, 4.5);
+  EXPECT_DOUBLE_EQ(with_shared_cores(shared, 9, 2).tiles.core_share(), 4.5);
+  EXPECT_DOUBLE_EQ(with_shared_cores(shared, 2, 2).tiles.core_share(), 1.0);
+  EXPECT_DOUBLE_EQ(with_shared_cores(shared, 2, 2).tiles.head_factor(1), 1.0);
+  ExecutorChoice u;
+  u.kind = ExecutorKind::Ulysses;
+  u.head_groups = 8;  // 8 heads per rank, 1 per call
+  const double with = predict(u, pr, 9, with_shared_cores(shared, 9, 2)).forward.seconds;
+  const double without = predict(u, pr, 9, with_shared_cores(base, 9, 2)).forward.seconds;
+  EXPECT_LT(with, 0.85 * without);
+  EXPECT_GT(with, 0.75 * without);
+  ExecutorChoice r;
+  r.kind = ExecutorKind::RingVanilla;
+  EXPECT_DOUBLE_EQ(predict(r, pr, 9, with_shared_cores(shared, 9, 2)).forward.seconds,
+                   predict(r, pr, 9, with_shared_cores(base, 9, 2)).forward.seconds);
+}
+
+TEST(HeadFactor, SetsRoundTripThroughTheTableWithTheirShare) {
+  TileThroughput t = plain_tiles();
+  t.set_head_factors({{2, 0.88}, {72, 1.0}});
+  t.set_head_factors({{1, 0.8}, {8, 0.95}, {72, 1.0}}, 4.5);
+  const TileThroughput back = TileThroughput::from_text(t.to_text());
+  EXPECT_EQ(back.head_factor_shares(), t.head_factor_shares());
+  EXPECT_EQ(back.head_factors(4.5), t.head_factors(4.5));
+  EXPECT_EQ(back.head_factors(1), t.head_factors(1));
+  EXPECT_EQ(TileThroughput::from_text("heads 2 0.9 4.5\nheads 72 1 4.5\nheads 72 1\n").head_factors(4.5),
+            (std::vector<std::pair<int, double>>{{2, 0.9}, {72, 1.0}}));
+  for (const char* bad : {"heads 2 0.9 0.5\n", "heads 2 0.9 4.5\nheads 2 0.8 4.5\n"})
+    EXPECT_THROW(TileThroughput::from_text(bad), InvalidArgument) << bad;
+}

@@ -128,13 +128,16 @@ inline MachineModel nvlink_ib_node_defaults(TileThroughput tiles) {
 /// elementwise rates are divided by max(1, ranks / cores); steps in which fewer
 /// ranks compute get some of it back (MachineModel::busy_scale, applied where an
 /// executor's model knows which ranks are busy). Their messages are their own
-/// copies (MachineModel::host_copies), at any cores > 0. cores <= 0: GPU ranks, not shared.
+/// copies (MachineModel::host_copies), at any cores > 0, and a call's head factor is the
+/// one measured at ranks / cores ranks per core (TileThroughput::head_factor). cores <= 0:
+/// GPU ranks, not shared.
 inline MachineModel with_shared_cores(MachineModel m, int ranks, double cores) {
   DISTATTN_REQUIRE(ranks >= 1 && std::isfinite(cores), "DistAttn::with_shared_cores",
                    "ranks must be >= 1 and cores finite (got ranks=" << ranks << ", cores=" << cores << ")");
   if (cores > 0) m.host_copies = true;
   if (cores > 0 && ranks > cores) {
     m.tiles = m.tiles.slowed_down(double(ranks) / cores);
+    m.tiles.set_core_share(double(ranks) / cores);
     m.shared_ranks = ranks, m.shared_cores = cores;
   }
   return m;

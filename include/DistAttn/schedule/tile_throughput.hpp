@@ -20,8 +20,10 @@
 ///                                    0 = priced as the link's transfer)
 ///   balance <seconds>               (CPU ranks outnumbering cores: the scheduler's balance time,
 ///                                    schedule/core_balance.hpp; 0 = the fluid share)
-///   heads <batch_heads> <factor>    (a call's arithmetic time per head at that many heads over
-///                                    the table's; none = 1 at every head count)
+///   heads <batch_heads> <factor> [<ranks_per_core>]
+///                                   (a call's arithmetic time per head at that many heads over
+///                                    the table's, measured with that many ranks per core, default 1;
+///                                    none = 1 at every head count)
 /// perf_tests/cost_calibrate writes such a file for the device it runs on.
 ///
 /// tile_rows (optional, 0 = absent): the kernel computes whole tile_rows x
@@ -38,6 +40,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -146,27 +149,66 @@ class TileThroughput {
   /// measured at one head count: on CPU ranks a call over fewer heads runs faster
   /// per head (its K/V stay in cache longer), and Ulysses calls 1-18 heads where
   /// the ring calls all 72 (docs/PERFORMANCE.md, issue #11). Interpolated in
-  /// log(heads) between the measured counts, the nearest outside them.
+  /// log(heads) between the measured counts, the nearest outside them. Ranks that
+  /// take turns on a core lose their cache at every switch, and the larger call
+  /// loses more: 9 ranks on 2 cores measured 0.89 at 1 head where one rank per
+  /// core measured 0.96. So each set of counts is measured at some ranks per core,
+  /// and the table answers at core_share() (set_core_share): the set measured
+  /// there, linear in ranks per core between two sets, the nearest outside them.
   double head_factor(double batch_heads) const {
-    const auto& f = head_factors_;
-    if (f.empty() || !(batch_heads > 0)) return 1.0;
-    if (batch_heads <= f.front().first) return f.front().second;
-    if (batch_heads >= f.back().first) return f.back().second;
-    std::size_t i = 1;
-    while (f[i].first < batch_heads) ++i;
-    const double w = std::log(batch_heads / f[i - 1].first) / std::log(double(f[i].first) / f[i - 1].first);
-    return f[i - 1].second + w * (f[i].second - f[i - 1].second);
+    const auto& s = head_sets_;
+    if (s.empty() || !(batch_heads > 0)) return 1.0;
+    const auto hi = s.lower_bound(core_share_);
+    if (hi == s.end()) return curve(std::prev(hi)->second, batch_heads);
+    if (hi == s.begin() || hi->first == core_share_) return curve(hi->second, batch_heads);
+    const auto lo = std::prev(hi);
+    const double w = (core_share_ - lo->first) / (hi->first - lo->first);
+    return curve(lo->second, batch_heads) + w * (curve(hi->second, batch_heads) - curve(lo->second, batch_heads));
   }
-  /// (heads, factor) points, heads increasing; empty: 1 at every head count.
-  const std::vector<std::pair<int, double>>& head_factors() const { return head_factors_; }
-  void set_head_factors(std::vector<std::pair<int, double>> f) {
+  /// (heads, factor) points measured at `ranks_per_core`, heads increasing; empty:
+  /// no set there.
+  std::vector<std::pair<int, double>> head_factors(double ranks_per_core = 1) const {
+    const auto it = head_sets_.find(ranks_per_core);
+    return it == head_sets_.end() ? std::vector<std::pair<int, double>>{} : it->second;
+  }
+  /// The ranks per core of every measured set, increasing.
+  std::vector<double> head_factor_shares() const {
+    std::vector<double> out;
+    for (const auto& kv : head_sets_) out.push_back(kv.first);
+    return out;
+  }
+  /// Replaces the set measured at `ranks_per_core` (>= 1) ranks per core; an empty `f` removes it.
+  void set_head_factors(std::vector<std::pair<int, double>> f, double ranks_per_core = 1) {
+    DISTATTN_REQUIRE(std::isfinite(ranks_per_core) && ranks_per_core >= 1, "DistAttn::TileThroughput::set_head_factors",
+                     "ranks_per_core must be finite and >= 1, got " << ranks_per_core);
     for (std::size_t i = 0; i < f.size(); ++i)
       DISTATTN_REQUIRE(f[i].first >= 1 && std::isfinite(f[i].second) && f[i].second > 0 &&
                            (i == 0 || f[i].first > f[i - 1].first),
                        "DistAttn::TileThroughput::set_head_factors",
                        "need increasing head counts >= 1 with finite factors > 0, got " << f[i].first << " "
                                                                                          << f[i].second);
-    head_factors_ = std::move(f);
+    if (f.empty()) head_sets_.erase(ranks_per_core);
+    else head_sets_[ranks_per_core] = std::move(f);
+  }
+  /// The ranks per core head_factor answers at (1: a core each). A property of the
+  /// run, not of the host: with_shared_cores sets it.
+  double core_share() const { return core_share_; }
+  void set_core_share(double ranks_per_core) {
+    DISTATTN_REQUIRE(std::isfinite(ranks_per_core) && ranks_per_core >= 1, "DistAttn::TileThroughput::set_core_share",
+                     "ranks_per_core must be finite and >= 1, got " << ranks_per_core);
+    core_share_ = ranks_per_core;
+  }
+  /// The `heads` lines of the set at `ranks_per_core`, as to_text writes them.
+  std::string head_factors_text(double ranks_per_core) const {
+    std::ostringstream os;
+    os.precision(6);
+    os << std::scientific;
+    for (const auto& [h, f] : head_factors(ranks_per_core)) {
+      os << "heads " << h << ' ' << f;
+      if (ranks_per_core != 1) os << ' ' << ranks_per_core;
+      os << '\n';
+    }
+    return os.str();
   }
   /// The pairs a call on nq query rows at positions q against nk keys at k is
   /// charged for: kept pairs (causal) or all of them, or whole tiles where the
@@ -244,8 +286,9 @@ class TileThroughput {
     os << "copy " << copy_ << '\n';
     if (reduce_ > 0) os << "reduce " << reduce_ << '\n';
     if (balance_ > 0) os << "balance " << balance_ << '\n';
-    for (const auto& [h, f] : head_factors_) os << "heads " << h << ' ' << f << '\n';
-    return os.str();
+    std::string text = os.str();
+    for (const auto& kv : head_sets_) text += head_factors_text(kv.first);
+    return text;
   }
   static TileThroughput from_text(const std::string& text, const std::string& source = "text") {
     constexpr const char* where = "DistAttn::TileThroughput::from_text";
@@ -283,12 +326,16 @@ class TileThroughput {
       }
       if (word == "heads") {
         int h = 0;
-        double f = 0;
-        DISTATTN_REQUIRE(ls >> h >> f, where, source << ":" << lineno << ": expected 'heads <batch_heads> <factor>'");
-        auto all = t.head_factors_;
+        double f = 0, share = 1;
+        DISTATTN_REQUIRE(ls >> h >> f, where,
+                         source << ":" << lineno << ": expected 'heads <batch_heads> <factor> [<ranks_per_core>]'");
+        if (!(ls >> share)) share = 1;
+        DISTATTN_REQUIRE(std::isfinite(share) && share >= 1, where,
+                         source << ":" << lineno << ": ranks_per_core must be >= 1, got " << share);
+        auto all = t.head_factors(share);
         all.emplace_back(h, f);
         std::sort(all.begin(), all.end());
-        t.set_head_factors(std::move(all));
+        t.set_head_factors(std::move(all), share);
         continue;
       }
       DISTATTN_REQUIRE(word == "tile", where,
@@ -341,12 +388,21 @@ class TileThroughput {
   static double seconds_at(double bytes, double rate) { return rate > 0 ? bytes / rate : 0.0; }
   using Key = std::tuple<std::string, std::string, std::string, int>;
   static Key key(const ShapeClass& c) { return Key{to_string(c.direction), to_string(c.kind), c.dtype, c.head_dim}; }
+  static double curve(const std::vector<std::pair<int, double>>& f, double batch_heads) {
+    if (batch_heads <= f.front().first) return f.front().second;
+    if (batch_heads >= f.back().first) return f.back().second;
+    std::size_t i = 1;
+    while (f[i].first < batch_heads) ++i;
+    const double w = std::log(batch_heads / f[i - 1].first) / std::log(double(f[i].first) / f[i - 1].first);
+    return f[i - 1].second + w * (f[i].second - f[i - 1].second);
+  }
   std::map<Key, TileRate> rates_;
   double elementwise_ = 0;
   double copy_ = 0;
   double reduce_ = 0;
   double balance_ = 0;
-  std::vector<std::pair<int, double>> head_factors_;
+  std::map<double, std::vector<std::pair<int, double>>> head_sets_;  ///< by ranks per core
+  double core_share_ = 1;
 };
 
 }  // namespace DistAttn
