@@ -385,8 +385,9 @@ void add_head_factors(const Exec& exec, const Config& c, std::vector<int> counts
   table.set_head_factors(f, share);
   std::ostringstream lines;
   lines << "# heads" << (share != 1 ? " at " + rounded.str() + " ranks per core" : std::string()) << ": float, d "
-        << d << ", S " << S << ", " << c.ranks << " rank(s) at once on " << cores << " core(s)\n"
-        << table.head_factors_text(share);
+        << d << ", S " << S << ", " << c.ranks << " rank(s) at once";
+  if (compat::host_accessible_v<Exec>) lines << " on " << cores << " core(s)";
+  lines << '\n' << table.head_factors_text(share);
   replace_lines(outpath, [&](const std::string& l) { return heads_line_share(l) == share; }, lines.str());
   log << lines.str();
 }
