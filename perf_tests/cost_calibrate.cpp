@@ -479,6 +479,8 @@ int main(int argc, char** argv) {
                      "--balance-cores " << balance_cores << " needs more MPI ranks than that, got " << ranks);
     DISTATTN_REQUIRE(balance_cores == 0 || head_counts.empty(), "cost_calibrate",
                      "--balance-cores and --head-counts are separate runs");
+    DISTATTN_REQUIRE(head_cores == 0 || !head_counts.empty(), "cost_calibrate",
+                     "--cores " << head_cores << " applies to --head-counts only (--balance-cores names its own)");
     Exec exec;
     if (!head_counts.empty()) {
       DISTATTN_REQUIRE(std::find(head_counts.begin(), head_counts.end(), c.heads) == head_counts.end(), "cost_calibrate",

@@ -150,9 +150,9 @@ class TileThroughput {
   /// per head (its K/V stay in cache longer), and Ulysses calls 1-18 heads where
   /// the ring calls all 72 (docs/PERFORMANCE.md, issue #11). Interpolated in
   /// log(heads) between the measured counts, the nearest outside them. Ranks that
-  /// take turns on a core lose their cache at every switch, and the larger call
-  /// loses more: 9 ranks on 2 cores measured 0.89 at 1 head where one rank per
-  /// core measured 0.96. So each set of counts is measured at some ranks per core,
+  /// take turns on a core gain more from fewer heads per call: 9 ranks on 2 cores
+  /// measured 0.907 at 2 heads, two ranks with a core each 0.949 (docs/PERFORMANCE.md,
+  /// "Heads per call on shared cores"). So each set of counts is measured at some ranks per core,
   /// and the table answers at core_share() (set_core_share): the set measured
   /// there, linear in ranks per core between two sets, the nearest outside them.
   double head_factor(double batch_heads) const {
