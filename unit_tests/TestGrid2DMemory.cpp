@@ -58,15 +58,17 @@ TEST_P(Grid2DMemoryTest, PlanIsWhatKokkosAllocatesAndSecondPassAllocatesNothing)
 
     Counter::reset();
     x.forward(a2d);
-    // K_t|V_t, the workspace, and the entry agreement's all-gather buffers.
-    EXPECT_EQ(Counter::labelled().bytes, plan.forward_bytes() + Entry::buffer_bytes(P)) << "forward " << what(GetParam(), g);
-    EXPECT_EQ(Counter::labelled().allocations, 4u) << what(GetParam(), g);
+    // K_t|V_t, the workspace, the entry agreement's all-gather buffers and k, v's fingerprints.
+    EXPECT_EQ(Counter::labelled().bytes, plan.forward_bytes() + Entry::buffer_bytes(P) + Saved::buffer_bytes(2))
+        << "forward " << what(GetParam(), g);
+    EXPECT_EQ(Counter::labelled().allocations, 5u) << what(GetParam(), g);
 
     Counter::reset();
     x.backward(a2d);
     const std::size_t grown = plan.backward_bytes() > plan.forward_bytes() ? plan.backward_bytes() - kept : 0;
     EXPECT_EQ(Counter::labelled().bytes, grown) << "backward " << what(GetParam(), g);
-    EXPECT_EQ(Counter::labelled().live, plan.peak_bytes() + Entry::buffer_bytes(P)) << what(GetParam(), g);
+    EXPECT_EQ(Counter::labelled().live, plan.peak_bytes() + Entry::buffer_bytes(P) + Saved::buffer_bytes(2))
+        << what(GetParam(), g);
     // Forward's K_t|V_t is still there after the workspace grew.
     EXPECT_EQ(a2d.stats().received(Grid2DPhase::KvPermute), 0u) << what(GetParam(), g);
 

@@ -19,6 +19,9 @@ using T       = double;
 using Acc     = accum_t<T>;
 using Comm    = Communicator<MpiSpace, Exec>;
 using Entry   = Impl::EntryAgreement<MpiSpace, Exec>;
+/// The content fingerprints of saved inputs: Ulysses' q, k, v, Attention2D's
+/// k, v, the hybrid's q, k, v, o, lse (Saved::buffer_bytes(n) for n inputs).
+using Saved   = Impl::SavedInputs<Exec>;
 using Counter = Impl::AllocationCounter;
 
 /// One rank's inputs and outputs of a pass, labelled outside the library's prefix.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -38,6 +39,9 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The tests run on shared GPU hosts, where NVLink multicast can put the GPUs
+  // out of service; the library leaves NCCL's environment to its caller.
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

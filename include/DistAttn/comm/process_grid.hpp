@@ -5,6 +5,7 @@
 /// Communicator interface, so it works for MpiSpace and NcclSpace alike.
 
 #include <DistAttn/comm/communicator.hpp>
+#include <DistAttn/impl/entry_agreement.hpp>
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/schedule/grid2d_shape.hpp>
 
@@ -28,10 +29,12 @@ class ProcessGrid2D {
  public:
   using communicator_type = Communicator<CommSpace, Exec>;
 
-  /// Collective over `world`. Throws InvalidArgument naming P, R and C unless
-  /// R >= 1, C >= 1 and R*C == P (before any communication, on every rank alike).
+  /// Collective over `world`. Throws InvalidArgument naming P, R and C on every
+  /// rank unless every rank passes the same R and C with R >= 1, C >= 1 and
+  /// R*C == P (agreed before the communicator is duplicated, so a rank with bad
+  /// arguments cannot leave the others blocked in the duplicate).
   ProcessGrid2D(const communicator_type& world, int rows, int cols)
-      : shape_(checked_shape(world.size(), rows, cols)),
+      : shape_(agreed_shape(world, rows, cols)),
         coords_(shape_.coord_of(world.rank())),
         world_(world.duplicate()),
         row_(member_of(world_.split(coords_.row, coords_.col), "row")),
@@ -56,6 +59,12 @@ class ProcessGrid2D {
   int transpose_dest() const { return shape_.transpose_dest(world_.rank()); }
 
  private:
+  static GridShape agreed_shape(const communicator_type& world, int R, int C) {
+    // The agreement's all-gather only adds its bytes to the caller's counters.
+    Impl::agree_construction(const_cast<communicator_type&>(world), "DistAttn::ProcessGrid2D",
+                             {{"rows", R}, {"cols", C}}, [&] { checked_shape(world.size(), R, C); });
+    return GridShape{R, C};
+  }
   static GridShape checked_shape(int P, int R, int C) {
     DISTATTN_REQUIRE(R >= 1 && C >= 1 && std::int64_t(R) * std::int64_t(C) == std::int64_t(P),
                      "DistAttn::ProcessGrid2D",

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <array>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -173,6 +174,35 @@ class ScopedRegion {
   ScopedRegion& operator=(const ScopedRegion&) = delete;
 };
 #endif
+
+/// True if Kokkos allocates and indexes a LayoutRight View of these extents over
+/// all of its elements. Kokkos 3.4 computes the span of a View of rank 3 or more
+/// whose element count is a multiple of 2^32 as 0, so such a View is allocated
+/// with 0 bytes and every write lands past it; asking Kokkos itself (its required
+/// allocation size) catches that and any other version's limit alike.
+template <std::size_t Rank>
+inline bool layout_right_span_exact(const std::array<std::size_t, Rank>& extents) {
+  static_assert(Rank >= 1 && Rank <= 4, "layout_right_span_exact: rank 1 to 4");
+  std::size_t n = 1;
+  for (std::size_t e : extents) {
+    if (e != 0 && n > std::numeric_limits<std::size_t>::max() / e) return false;
+    n *= e;
+  }
+  if (n == 0) return true;
+  using V = Kokkos::View<typename std::conditional<
+                             Rank == 1, char*,
+                             typename std::conditional<Rank == 2, char**,
+                                                       typename std::conditional<Rank == 3, char***, char****>::type>::type>::type,
+                         Kokkos::LayoutRight, Kokkos::HostSpace>;
+  std::size_t e[4] = {0, 0, 0, 0};
+  for (std::size_t i = 0; i < Rank; ++i) e[i] = extents[i];
+  std::size_t req = 0;
+  if constexpr (Rank == 1) req = V::required_allocation_size(e[0]);
+  if constexpr (Rank == 2) req = V::required_allocation_size(e[0], e[1]);
+  if constexpr (Rank == 3) req = V::required_allocation_size(e[0], e[1], e[2]);
+  if constexpr (Rank == 4) req = V::required_allocation_size(e[0], e[1], e[2], e[3]);
+  return req >= n;
+}
 
 }  // namespace compat
 }  // namespace DistAttn

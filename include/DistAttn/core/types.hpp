@@ -54,6 +54,15 @@ struct Mask {
 /// exists for the shape and type, the portable Kokkos kernel otherwise.
 enum class KernelPath { Auto, Portable, Cuda };
 
+inline const char* to_string(KernelPath p) {
+  switch (p) {
+    case KernelPath::Auto: return "auto";
+    case KernelPath::Portable: return "portable";
+    case KernelPath::Cuda: return "cuda";
+  }
+  return "?";
+}
+
 struct AttnOptions {
   /// Softmax scale; 0 means the default 1/sqrt(head_dim).
   double scale = 0.0;

@@ -70,11 +70,11 @@ namespace DistAttn {
 /// @tparam Exec      execution space of the compute instance and the communicators
 ///
 /// The executor keeps K_t, V_t from forward for backward (Alg. 1 line 8,
-/// "SaveForBackprop"): backward reuses them when it is given the same k and v
-/// Views (same data pointers) as the last forward, and rebuilds them with one more
+/// "SaveForBackprop"): backward reuses them only when every rank is given the k
+/// and v of its last forward with unchanged content (same Views and the same
+/// fingerprint, impl/saved_inputs.hpp), and rebuilds them with one more
 /// permutation otherwise (reported as the KvPermute phase of the backward).
-/// Like autograd, it assumes k and v were not modified in between; call
-/// invalidate_saved_kv() if they were.
+/// invalidate_saved_inputs() drops them outright.
 template <class T, class CommSpace, class Exec>
 class Grid2DAttention {
  public:
@@ -93,7 +93,8 @@ class Grid2DAttention {
   /// @param seq_len  global sequence length N; must be a multiple of P = R*C
   Grid2DAttention(Grid& grid, const Exec& compute, int batch, std::int64_t seq_len, int heads, int kv_heads,
                   int head_dim, const Grid2DOptions& opts = {})
-      : Grid2DAttention(nullptr, &grid, compute, batch, seq_len, heads, kv_heads, head_dim, opts) {}
+      : Grid2DAttention(nullptr, &agreed_grid(grid, batch, seq_len, heads, kv_heads, head_dim, opts), compute, batch,
+                        seq_len, heads, kv_heads, head_dim, opts) {}
 
   /// Builds (collectively over `world`) and owns an R x C grid. rows = cols = 0
   /// lets choose_grid_shape pick it from P, heads and kv_heads (schedules.md §2.1);
@@ -127,8 +128,10 @@ class Grid2DAttention {
     p.fwd_stats_per_row = 2, p.bwd_stats_per_row = 1, p.bwd_gather_o = false;
     return p;
   }
-  /// Forget K_t, V_t saved by forward (the next backward rebuilds them).
-  void invalidate_saved_kv() { saved_valid_ = false; }
+  /// Forget K_t, V_t saved by forward (the next backward rebuilds them). Not
+  /// needed for safety (backward checks k and v's content), but saves that
+  /// check's read when the caller knows they changed.
+  void invalidate_saved_inputs() { saved_.clear(); }
   /// Bytes this executor holds now (K_t|V_t and the workspace).
   std::size_t held_bytes() const { return mem_.held(); }
 
@@ -180,9 +183,7 @@ class Grid2DAttention {
       });
     }
     // K_t|V_t holds the last group's heads only when grouped: backward then permutes again.
-    saved_k_     = k.data();
-    saved_v_     = v.data();
-    saved_valid_ = g == Hkv_;
+    remember_kv(g, k, v);
     end_pass();
   }
 
@@ -197,6 +198,7 @@ class Grid2DAttention {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
       agree_.propose(choose_group(where, true));
+      agree_.vote(saved_.matches(compute_, k, v));
     });
     const int g   = use_workspace(true, int(agree_.agreed_minimum()));
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
@@ -204,9 +206,7 @@ class Grid2DAttention {
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
     begin_pass(where, true);
     if (g == Hkv_) {
-      const bool reuse = saved_valid_ && saved_k_ == static_cast<const void*>(k.data()) &&
-                         saved_v_ == static_cast<const void*>(v.data());
-      if (!reuse) permute_kv(kc, vc);
+      if (!agree_.unanimous()) permute_kv(kc, vc);
       run_backward(qc, o, dout, lse, dq, dk, dv);
     } else {
       Impl::for_each_head_group(H_, Hkv_, g, [&](auto qh, auto kh) {
@@ -217,14 +217,21 @@ class Grid2DAttention {
                      Impl::head_range(dv, kh));
       });
     }
-    saved_k_     = k.data();
-    saved_v_     = v.data();
-    saved_valid_ = g == Hkv_;
+    remember_kv(g, k, v);
     end_pass();
   }
 
  private:
   using CView = Impl::ConstView4<T, Mem>;
+
+  /// K_t|V_t holds every head of k and v only when the pass ran them in one group.
+  template <class KV, class VV>
+  void remember_kv(int group, const KV& k, const VV& v) {
+    if (group == Hkv_)
+      saved_.remember(compute_, k, v);
+    else
+      saved_.clear();
+  }
 
   template <class OV, class LV>
   void run_forward(const CView& qc, const CView& kc, const CView& vc, const OV& o, const LV& lse) {
@@ -330,25 +337,50 @@ class Grid2DAttention {
     return g.dims();
   }
 
+  /// Agrees the arguments over `world` before the collective grid construction,
+  /// so that a rank's bad argument fails every rank.
   static std::unique_ptr<Grid> make_grid(Comm& world, int rows, int cols, int batch, std::int64_t seq_len,
                                          int heads, int kv_heads, int head_dim, const Grid2DOptions& opts) {
-    // Validate before the collective grid construction, identically on every rank.
-    check_sizes(world.size(), batch, seq_len, heads, kv_heads, head_dim, opts);
-    DISTATTN_REQUIRE(rows >= 0 && cols >= 0, "DistAttn::Grid2DAttention",
-                     "grid rows (R=" << rows << ") and cols (C=" << cols << ") must be >= 0 (0 = choose)");
     GridShape shape{rows, cols};
-    if (rows == 0 || cols == 0) shape = choose_grid_shape(world.size(), heads, kv_heads, shape);
+    Impl::agree_construction(world, "DistAttn::Grid2DAttention",
+                             construction_fields(batch, seq_len, heads, kv_heads, head_dim, opts) +
+                                 std::vector<Impl::ConfigField>{{"rows", rows}, {"cols", cols}},
+                             [&] {
+                               check_sizes(world.size(), batch, seq_len, heads, kv_heads, head_dim, opts);
+                               DISTATTN_REQUIRE(rows >= 0 && cols >= 0, "DistAttn::Grid2DAttention",
+                                                "grid rows (R=" << rows << ") and cols (C=" << cols
+                                                                << ") must be >= 0 (0 = choose)");
+                               if (rows == 0 || cols == 0)
+                                 shape = choose_grid_shape(world.size(), heads, kv_heads, shape);
+                             });
     return std::make_unique<Grid>(world, shape.rows, shape.cols);
+  }
+  /// The same agreement for a grid the caller built.
+  static Grid& agreed_grid(Grid& grid, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
+                           const Grid2DOptions& opts) {
+    Impl::agree_construction(grid.world(), "DistAttn::Grid2DAttention",
+                             construction_fields(batch, seq_len, heads, kv_heads, head_dim, opts),
+                             [&] { checked_dims(grid, batch, seq_len, heads, kv_heads, head_dim, opts); });
+    return grid;
+  }
+  static std::vector<Impl::ConfigField> construction_fields(int batch, std::int64_t seq_len, int heads,
+                                                            int kv_heads, int head_dim, const Grid2DOptions& opts) {
+    return std::vector<Impl::ConfigField>{{"batch", batch},
+                                          {"seq_len", seq_len},
+                                          {"heads", heads},
+                                          {"kv_heads", kv_heads},
+                                          {"head_dim", head_dim},
+                                          Impl::enum_field("variant", opts.variant),
+                                          {"element_bytes", std::int64_t(sizeof(T))}} +
+           Impl::option_fields(opts, head_dim);
   }
 
   // ---- argument checks -------------------------------------------------------------
 
   /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
   std::vector<Impl::ConfigField> config(int pass) const {
-    return {{"batch", B_},      {"seq_len", N_},       {"heads", H_},
-            {"kv_heads", Hkv_}, {"head_dim", D_},      {"rows", R_},
-            {"cols", C_},       {"variant", int(opts_.variant)}, {"causal", opts_.causal},
-            {"element_bytes", std::int64_t(sizeof(T))}, {"pass", pass}, {"head_group", opts_.head_group}};
+    return construction_fields(B_, N_, H_, Hkv_, D_, opts_) +
+           std::vector<Impl::ConfigField>{{"rows", R_}, {"cols", C_}, {"pass", pass}};
   }
 
   template <class QV, class KV, class VV>
@@ -977,9 +1009,7 @@ class Grid2DAttention {
   Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_;
   std::array<std::uint64_t, kNumGrid2DComms> comm0_sent_{}, comm0_recv_{};
 
-  const void* saved_k_ = nullptr;
-  const void* saved_v_ = nullptr;
-  bool saved_valid_    = false;
+  Impl::SavedInputs<Exec> saved_;
   int group_           = 0;  // kv heads per pass of the layout buf_ holds
   Impl::KeptAndPassWorkspace<Mem> mem_{"DistAttn::grid2d.kv_t", "DistAttn::grid2d.workspace"};
   Buffers buf_;

@@ -108,15 +108,14 @@ class HybridAttention {
   /// @param chunk tokens per rank, c
   HybridAttention(Comm& world, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,
                   const HybridOptions& opts = {})
-      : world_(world), compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
+      : world_(Impl::agree_construction(world, "DistAttn::HybridAttention",
+                                        construction_fields(batch, chunk, heads, kv_heads, head_dim, opts),
+                                        [&] { check_construction(world.size(), batch, chunk, heads, kv_heads, head_dim, opts); })),
+        compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
         opts_(opts), U_(hybrid_ulysses_degree(world.size(), heads, kv_heads, opts.ulysses_degree)),
         S_(world.size() / U_), u_(world.rank() % U_), s_(world.rank() / U_),
         uly_comm_(split(world, s_, u_)), seq_comm_(split(world, u_, s_)), rec_(compute, opts),
         x_(*uly_comm_, compute, rec_, batch, chunk, UlyssesHeads(U_, heads, kv_heads), head_dim, kUse) {
-    constexpr const char* where = "DistAttn::HybridAttention";
-    DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
-                     "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
-                                                        << ")");
     const int Hl = x_.heads().local_heads(), Hkl = x_.heads().local_kv_heads();
     const int inner_chunk = U_ * chunk;
     if (is_grid2d()) {
@@ -221,7 +220,7 @@ class HybridAttention {
     });
     rec_.step();
     x_.output_from_heads(o, lse);
-    saved_.remember(q, k, v, o);
+    saved_.remember(compute_, q, k, v, o, lse);
     end_pass();
   }
 
@@ -234,17 +233,18 @@ class HybridAttention {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
       check_memory(where, true);
+      agree_.vote(saved_.matches(compute_, q, k, v, o, lse));
     });
     x_.use_workspace(true);
-    // Forward's head-side q, k, v, O and LSE are still valid for the same Views.
-    const bool reuse = saved_.same(q, k, v, o);
+    // Forward's head-side q, k, v, O and LSE are still valid on every rank.
+    const bool reuse = agree_.unanimous();
     begin_pass(where);
     rec_.step();
     if (!reuse) {
       x_.inputs_to_heads(q, k, v);
       x_.tensor_to_heads(o);
-      // Same buffers, new contents: Attention2D must not reuse its permuted K/V.
-      if (a2d_) a2d_->invalidate_saved_kv();
+      // Same buffers, new contents: spare Attention2D checking its permuted K/V.
+      if (a2d_) a2d_->invalidate_saved_inputs();
     }
     x_.dout_to_heads(dout, lse, !reuse);
     rec_.step();
@@ -254,7 +254,7 @@ class HybridAttention {
     });
     rec_.step();
     x_.grads_from_heads(dq, dk, dv);
-    saved_.remember(q, k, v, o);
+    saved_.remember(compute_, q, k, v, o, lse);
     end_pass();
   }
 
@@ -305,10 +305,34 @@ class HybridAttention {
   }
 
   std::vector<Impl::ConfigField> config(int pass) const {
-    return {{"batch", B_},        {"chunk", c_},          {"heads", H_},
-            {"kv_heads", Hkv_},   {"head_dim", D_},       {"ulysses_degree", U_},
-            {"inner", int(opts_.inner)}, {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
-            {"pass", pass}};
+    return construction_fields(B_, c_, H_, Hkv_, D_, opts_) +
+           std::vector<Impl::ConfigField>{{"ulysses_degree_used", U_}, {"pass", pass}};
+  }
+  static std::vector<Impl::ConfigField> construction_fields(int batch, int chunk, int heads, int kv_heads,
+                                                            int head_dim, const HybridOptions& opts) {
+    return std::vector<Impl::ConfigField>{{"batch", batch},
+                                          {"chunk", chunk},
+                                          {"heads", heads},
+                                          {"kv_heads", kv_heads},
+                                          {"head_dim", head_dim},
+                                          {"element_bytes", std::int64_t(sizeof(T))},
+                                          {"ulysses_degree", opts.ulysses_degree},
+                                          Impl::enum_field("inner", opts.inner),
+                                          {"grid_rows", opts.grid_rows},
+                                          {"grid_cols", opts.grid_cols}} +
+           Impl::option_fields(opts, head_dim);
+  }
+  /// What a rank's constructor arguments can fail before the splits, run inside
+  /// the construction agreement. The inner executor agrees its own over the head
+  /// group; the ranks hold the same arguments by then, so all fail alike.
+  static void check_construction(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
+                                 const HybridOptions& opts) {
+    constexpr const char* where = "DistAttn::HybridAttention";
+    DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
+                     "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
+                                                        << ")");
+    const int U = hybrid_ulysses_degree(P, heads, kv_heads, opts.ulysses_degree);
+    UlyssesHeads(U, heads, kv_heads);  // throws with the reason when the heads do not split
   }
   template <class QV, class KV, class VV>
   void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
@@ -330,7 +354,7 @@ class HybridAttention {
   Impl::PassRecorder<Exec, UlyssesStats> rec_;
   Impl::HeadExchange<T, CommSpace, Exec> x_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
-  Impl::SavedInputs saved_;
+  Impl::SavedInputs<Exec> saved_;
   std::unique_ptr<Ring> ring_;
   std::unique_ptr<A2D> a2d_;
 };

@@ -8,8 +8,10 @@
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/impl/attn_rowwise.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
+#include <sstream>
 
 namespace DistAttn {
 
@@ -22,6 +24,35 @@ void require_accessible(const char* where, const char* arg) {
                                 << ", which execution space " << Exec::name() << " cannot access");
 }
 
+/// A tensor of `extents` (row-major) that this rank would allocate, against what
+/// this Kokkos can allocate whole (compat::layout_right_span_exact).
+template <std::size_t R>
+void check_view_extents(const char* where, const char* name, const std::array<std::size_t, R>& extents) {
+  if (compat::layout_right_span_exact(extents)) return;
+  std::ostringstream os;
+  std::size_t n = 1;
+  for (std::size_t i = 0; i < R; ++i) {
+    os << (i ? ", " : "[") << extents[i];
+    n *= extents[i];
+  }
+  DISTATTN_REQUIRE(false, where,
+                   "'" << name << "' of extents " << os.str() << "] (" << n
+                       << " elements) cannot be allocated whole by this Kokkos (Kokkos 3.4 allocates 0 bytes for a "
+                          "View of rank 3 or more whose element count is a multiple of 2^32); change one extent, "
+                          "e.g. the tokens per rank");
+}
+
+/// A View whose memory does not cover its elements (span below size): what
+/// Kokkos 3.4 makes of a tensor of a multiple of 2^32 elements. Writing to it
+/// would land past its allocation.
+template <class V>
+void require_whole(const char* where, const char* arg, const V& v) {
+  DISTATTN_REQUIRE(v.size() == 0 || v.span() >= v.size(), where,
+                   "argument '" << arg << "' has " << v.size() << " elements but its View spans " << v.span()
+                                << " (Kokkos 3.4 allocates 0 bytes for a View of rank 3 or more whose element "
+                                   "count is a multiple of 2^32); change one extent, e.g. the tokens per rank");
+}
+
 template <class Exec, class QV, class KV, class VV>
 void check_qkv(const char* where, const QV& q, const KV& k, const VV& v, const AttnOptions& opts) {
   static_assert(QV::rank == 4 && KV::rank == 4 && VV::rank == 4,
@@ -29,6 +60,9 @@ void check_qkv(const char* where, const QV& q, const KV& k, const VV& v, const A
   require_accessible<Exec, QV>(where, "q");
   require_accessible<Exec, KV>(where, "k");
   require_accessible<Exec, VV>(where, "v");
+  require_whole(where, "q", q);
+  require_whole(where, "k", k);
+  require_whole(where, "v", v);
   DISTATTN_REQUIRE(k.extent(0) == q.extent(0), where,
                    "k batch " << k.extent(0) << " != q batch " << q.extent(0));
   for (int dim = 0; dim < 4; ++dim)
@@ -55,6 +89,7 @@ void check_finite(const Exec& exec, const char* where, const char* arg, const V&
 
 template <class V, class W>
 void check_same4(const char* where, const char* a, const V& x, const char* b, const W& y) {
+  require_whole(where, b, y);
   for (int dim = 0; dim < 4; ++dim)
     DISTATTN_REQUIRE(x.extent(dim) == y.extent(dim), where,
                      "'" << b << "' extent(" << dim << ")=" << y.extent(dim) << " does not match '" << a
@@ -64,6 +99,7 @@ void check_same4(const char* where, const char* a, const V& x, const char* b, co
 template <class V>
 void check_stats(const char* where, const char* arg, const V& s, std::size_t B, std::size_t H, std::size_t S) {
   static_assert(V::rank == 3, "row statistics must be rank-3 Views [batch, heads, seq]");
+  require_whole(where, arg, s);
   DISTATTN_REQUIRE(s.extent(0) == B && s.extent(1) == H && s.extent(2) == S, where,
                    "'" << arg << "' must be [batch=" << B << ", heads=" << H << ", seq=" << S << "], got ["
                        << s.extent(0) << ", " << s.extent(1) << ", " << s.extent(2) << "]");

@@ -17,6 +17,9 @@
 ///     place, so the common case costs no copy and no memory.
 
 #include <DistAttn/comm.hpp>
+#include <DistAttn/impl/attention_checks.hpp>
+#include <DistAttn/impl/entry_agreement.hpp>
+#include <DistAttn/impl/saved_inputs.hpp>
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
 
@@ -106,9 +109,11 @@ class StagedInput {
   ConstView4<T, Mem> get(const Exec& exec, const V& v, const char* label) {
     if (is_row_major_contiguous(v))
       return ConstView4<T, Mem>(v.data(), v.extent(0), v.extent(1), v.extent(2), v.extent(3));
-    if (!same_extents(buf4_, v))
+    if (!same_extents(buf4_, v)) {
+      check_view_extents(label, "staging copy", std::array<std::size_t, 4>{v.extent(0), v.extent(1), v.extent(2), v.extent(3)});
       buf4_ = Tensor4<T, Mem>(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), v.extent(0), v.extent(1),
                               v.extent(2), v.extent(3));
+    }
     Kokkos::deep_copy(exec, buf4_, v);
     return buf4_;
   }
@@ -150,138 +155,5 @@ void check_executor_extents(const char* where, const QV& q, const KV& k, int bat
                    "'k' must hold " << rows_name << "=" << rows << " tokens and kv_heads=" << kv_heads
                                     << " heads, got " << k.extent(1) << " tokens and " << k.extent(2) << " heads");
 }
-
-/// Which inputs the last forward saw (data pointers): a backward given the same
-/// Views may reuse what forward derived from them. Like autograd, it assumes the
-/// caller did not modify them in between.
-class SavedInputs {
- public:
-  template <class... V>
-  void remember(const V&... v) {
-    ptrs_ = {static_cast<const void*>(v.data())...};
-  }
-  template <class... V>
-  bool same(const V&... v) const {
-    return !ptrs_.empty() && ptrs_ == std::vector<const void*>{static_cast<const void*>(v.data())...};
-  }
-  void clear() { ptrs_.clear(); }
-
- private:
-  std::vector<const void*> ptrs_;
-};
-
-/// One named value of an executor's configuration; every rank must hold the same.
-struct ConfigField {
-  const char* name;
-  std::int64_t value;
-};
-
-/// The collective step of the entry check (see the file comment). Owns the small
-/// buffers of its all-gather, so a pass allocates nothing after the first.
-template <class CommSpace, class Exec>
-class EntryAgreement {
- public:
-  using Comm = Communicator<CommSpace, Exec>;
-  using Mem  = typename Exec::memory_space;
-
-  /// Bytes of the all-gather buffers the first run() allocates on a group of P ranks.
-  /// A value this rank proposes in the next run() (inside local_checks); after it,
-  /// agreed_minimum() is the smallest any rank proposed (max() if none did): how
-  /// ranks settle a choice that depends on local state, such as free memory.
-  void propose(std::int64_t v) { proposal_ = v; }
-  std::int64_t agreed_minimum() const { return agreed_; }
-
-  static constexpr std::size_t buffer_bytes(int P) { return std::size_t(kWords) * sizeof(std::int64_t) * (1 + P); }
-
-  /// Runs `local_checks` (which throws InvalidArgument on a bad argument), then
-  /// all-gathers every rank's outcome and configuration. Returns only when every
-  /// rank's checks passed and all configurations agree; otherwise throws
-  /// InvalidArgument on every rank, prefixed with the failing rank: its own error
-  /// on a rank that raised one, the first failing rank's on the others.
-  template <class F>
-  void run(Comm& comm, const char* where, const std::vector<ConfigField>& config, F&& local_checks) {
-    bool own = false;
-    std::string own_msg;
-    try {
-      local_checks();
-    } catch (const InvalidArgument& e) {
-      own     = true;
-      own_msg = e.what();
-    }
-    DISTATTN_REQUIRE(config.size() <= std::size_t(kFields), where, "too many configuration fields");
-    const int P = comm.size();
-    if (send_.extent(0) == 0) {
-      send_ = Kokkos::View<std::int64_t*, Mem>("DistAttn::entry_check.send", kWords);
-      recv_ = Kokkos::View<std::int64_t*, Mem>("DistAttn::entry_check.recv", std::size_t(kWords) * P);
-      hs_   = Kokkos::create_mirror_view(send_);  // kept: host mirrors of device buffers are allocations too
-      hr_   = Kokkos::create_mirror_view(recv_);
-    }
-    const auto& hs = hs_;
-    Kokkos::deep_copy(hs, std::int64_t(0));
-    hs(0) = own ? 1 : 0;
-    hs(1)         = std::int64_t(config.size());
-    hs(kProposal) = proposal_;
-    proposal_     = std::numeric_limits<std::int64_t>::max();
-    for (std::size_t i = 0; i < config.size(); ++i) hs(2 + i) = config[i].value;
-    const std::size_t n = std::min(own_msg.size(), std::size_t(kMsgChars));
-    std::memcpy(reinterpret_cast<char*>(hs.data() + kMsgWord), own_msg.data(), n);
-    Kokkos::deep_copy(send_, hs);
-    all_gather(comm, send_, recv_).wait();
-    const auto& hr = hr_;
-    Kokkos::deep_copy(hr, recv_);
-
-    const std::int64_t* mine = hr.data() + std::size_t(kWords) * comm.rank();
-    for (int r = 0; r < P; ++r) {
-      const std::int64_t* theirs = hr.data() + std::size_t(kWords) * r;
-      if (!std::equal(mine + 1, mine + 2 + config.size(), theirs + 1))
-        throw_invalid_argument(where, mismatch_message(hr.data(), P, config));
-    }
-    agreed_ = std::numeric_limits<std::int64_t>::max();
-    for (int r = 0; r < P; ++r) agreed_ = std::min(agreed_, hr(std::size_t(kWords) * r + kProposal));
-    int first = -1, failed = 0;
-    for (int r = 0; r < P; ++r)
-      if (hr(std::size_t(kWords) * r) != 0) {
-        if (first < 0) first = r;
-        ++failed;
-      }
-    if (failed == 0) return;
-    // A failing rank reports its own error (untruncated), the others the first failing rank's.
-    const int shown = own ? comm.rank() : first;
-    std::string msg = own_msg;
-    if (!own) {
-      const char* m = reinterpret_cast<const char*>(hr.data() + std::size_t(kWords) * first + kMsgWord);
-      msg           = std::string(m, strnlen(m, kMsgChars));
-    }
-    std::ostringstream os;
-    os << "rank " << shown << " rejected its arguments";
-    if (failed > 1) os << " (" << failed << " ranks did)";
-    os << ": " << msg;
-    throw_invalid_argument(where, os.str());
-  }
-
- private:
-  // Per rank: [0] status, [1] field count, [2, 2 + kFields) fields, the proposal, then the message.
-  static constexpr int kFields   = 14;
-  static constexpr int kProposal = 2 + kFields;
-  static constexpr int kMsgWord  = 3 + kFields;
-  static constexpr int kWords    = 64;
-  static constexpr int kMsgChars = (kWords - kMsgWord) * int(sizeof(std::int64_t)) - 1;
-
-  static std::string mismatch_message(const std::int64_t* all, int P, const std::vector<ConfigField>& config) {
-    std::ostringstream os;
-    os << "ranks were configured differently (every rank must build the executor with the same extents and "
-          "options):";
-    for (int r = 0; r < P; ++r) {
-      const std::int64_t* w = all + std::size_t(kWords) * r;
-      os << (r ? ";" : "") << " rank " << r << " has";
-      for (std::size_t i = 0; i < config.size(); ++i) os << (i ? ", " : " ") << config[i].name << "=" << w[2 + i];
-    }
-    return os.str();
-  }
-
-  Kokkos::View<std::int64_t*, Mem> send_, recv_;
-  typename Kokkos::View<std::int64_t*, Mem>::HostMirror hs_, hr_;
-  std::int64_t proposal_ = std::numeric_limits<std::int64_t>::max(), agreed_ = proposal_;
-};
 
 }  // namespace DistAttn::Impl

@@ -60,14 +60,11 @@ void check_executor_heads(const Grid2DAttention<T, CommSpace, Exec>& attn, const
 }
 
 /// Called before a backward whose k and v were recomputed, not produced by the
-/// executor's last forward: Attention2D would otherwise reuse the K_t/V_t it
-/// saved from another layer when the recomputation reuses the same buffers.
-template <class T, class CommSpace, class Exec>
-void forget_saved_inputs(RingAttention<T, CommSpace, Exec>&) {}
-
-template <class T, class CommSpace, class Exec>
-void forget_saved_inputs(Grid2DAttention<T, CommSpace, Exec>& attn) {
-  attn.invalidate_saved_kv();
+/// executor's last forward: spares Attention2D checking the K_t/V_t it saved
+/// from another layer (the check would find them changed and permute again).
+template <class Attn>
+void forget_saved_inputs(Attn& attn) {
+  attn.invalidate_saved_inputs();
 }
 
 }  // namespace DistAttn

@@ -93,22 +93,11 @@ class RingAttention {
   /// @param compute instance the tiles run on (another stream than comm.exec() on GPUs)
   RingAttention(Comm& comm, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,
                 const RingOptions& opts = {})
-      : comm_(comm), compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
+      : comm_(Impl::agree_construction(comm, "DistAttn::RingAttention",
+                                       construction_fields(batch, chunk, heads, kv_heads, head_dim, opts),
+                                       [&] { check_construction(comm.size(), batch, chunk, heads, kv_heads, head_dim, opts); })),
+        compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
         opts_(opts), schedule_(comm.size(), opts.kind), layout_(comm.size(), chunk, opts.kind), rec_(compute, opts) {
-    constexpr const char* where = "DistAttn::RingAttention";
-    DISTATTN_REQUIRE(batch > 0 && chunk > 0 && heads > 0 && kv_heads > 0 && head_dim > 0, where,
-                     "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", heads=" << heads
-                                                        << ", kv_heads=" << kv_heads << ", head_dim=" << head_dim
-                                                        << ")");
-    DISTATTN_REQUIRE(heads % kv_heads == 0, where,
-                     "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
-    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
-    DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
-                     "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
-                         << " schedule skips every block above the diagonal, so it computes causal attention only");
-    DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
-                     "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
-                                    << ")");
     plan_ = memory_plan(comm.size(), B_, c_, H_, Hkv_, D_, opts_);
   }
 
@@ -120,6 +109,9 @@ class RingAttention {
 
   /// Bytes this executor's workspace holds now.
   std::size_t held_bytes() const { return ws_.held(); }
+  /// Every executor offers it; the ring keeps nothing of a forward's inputs for
+  /// its backward, so there is nothing to drop.
+  void invalidate_saved_inputs() {}
 
   /// Workspace bytes forward and backward allocate on each rank, per buffer.
   /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
@@ -424,11 +416,36 @@ class RingAttention {
 
   /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
   std::vector<Impl::ConfigField> config(int pass) const {
-    return {{"batch", B_},          {"chunk", c_},
-            {"heads", H_},          {"kv_heads", Hkv_},
-            {"head_dim", D_},       {"kind", int(opts_.kind)},
-            {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
-            {"pass", pass},         {"head_group", opts_.head_group}};
+    return construction_fields(B_, c_, H_, Hkv_, D_, opts_) + std::vector<Impl::ConfigField>{{"pass", pass}};
+  }
+  static std::vector<Impl::ConfigField> construction_fields(int batch, int chunk, int heads, int kv_heads,
+                                                            int head_dim, const RingOptions& opts) {
+    return std::vector<Impl::ConfigField>{{"batch", batch},       {"chunk", chunk},
+                                          {"heads", heads},       {"kv_heads", kv_heads},
+                                          {"head_dim", head_dim}, Impl::enum_field("kind", opts.kind),
+                                          {"element_bytes", std::int64_t(sizeof(T))}} +
+           Impl::option_fields(opts, head_dim);
+  }
+  /// Every check a rank's constructor arguments can fail, run inside the
+  /// construction agreement (nothing may throw before it).
+  static void check_construction(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
+                                 const RingOptions& opts) {
+    constexpr const char* where = "DistAttn::RingAttention";
+    DISTATTN_REQUIRE(batch > 0 && chunk > 0 && heads > 0 && kv_heads > 0 && head_dim > 0, where,
+                     "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", heads=" << heads
+                                                        << ", kv_heads=" << kv_heads << ", head_dim=" << head_dim
+                                                        << ")");
+    DISTATTN_REQUIRE(heads % kv_heads == 0, where,
+                     "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
+    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
+    DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
+                     "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
+                         << " schedule skips every block above the diagonal, so it computes causal attention only");
+    DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
+                     "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
+                                    << ")");
+    RingSchedule(P, opts.kind);
+    RingLayout(P, chunk, opts.kind);
   }
 
   template <class QV, class KV, class VV>

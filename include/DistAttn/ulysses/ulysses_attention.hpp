@@ -22,9 +22,10 @@
 /// the communicator's instance while group g computes on `compute`. Heads are
 /// independent, so the results are bitwise those of one group.
 ///
-/// Backward reuses q_h, k_h, v_h when given the same q, k, v Views (data
-/// pointers) as the last forward, and repeats their all-to-all otherwise (the QKV
-/// phase of the backward); like autograd it assumes they were not modified.
+/// Backward reuses q_h, k_h, v_h only when every rank is given the q, k, v of its
+/// last forward with unchanged content (same Views and the same fingerprint,
+/// impl/saved_inputs.hpp), and repeats their all-to-all otherwise (the QKV phase
+/// of the backward). invalidate_saved_inputs() drops them outright.
 ///
 /// Arguments, padding and errors as for the ring (ring_attention.hpp): checked on
 /// every rank and agreed before any message; causal or full attention
@@ -69,18 +70,13 @@ class UlyssesAttention {
   /// @param chunk   tokens per rank, c
   UlyssesAttention(Comm& comm, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,
                    const UlyssesOptions& opts = {})
-      : comm_(comm), compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim), opts_(opts),
+      : comm_(Impl::agree_construction(comm, "DistAttn::UlyssesAttention",
+                                       construction_fields(batch, chunk, heads, kv_heads, head_dim, opts),
+                                       [&] { check_construction(comm.size(), batch, chunk, heads, kv_heads, head_dim, opts); })),
+        compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim), opts_(opts),
         rec_(compute, opts), x_(comm, compute, rec_, batch, chunk, UlyssesHeads(comm.size(), heads, kv_heads),
                                 head_dim, kUse,
                                 ulysses_head_groups(UlyssesHeads(comm.size(), heads, kv_heads), opts.head_groups)) {
-    constexpr const char* where = "DistAttn::UlyssesAttention";
-    DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
-                     "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
-                                                        << ")");
-    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
-    DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
-                     "head_group=" << opts.head_group << ": Ulysses runs its ranks' heads in one pass (head "
-                                   << "chunking is implemented for the ring kinds); use 0");
   }
 
   const UlyssesStats& stats() const { return rec_.stats(); }
@@ -89,6 +85,8 @@ class UlyssesAttention {
   int head_groups() const { return x_.groups(); }
   int chunk() const { return c_; }
   /// Forget q_h, k_h, v_h saved by forward (the next backward rebuilds them).
+  /// Not needed for safety (backward checks the inputs' content), but saves that
+  /// check's read when the caller knows the inputs changed.
   void invalidate_saved_inputs() { saved_.clear(); }
 
   /// What forward and backward allocate on this rank, per buffer: q_h|k_h|v_h, then
@@ -119,7 +117,7 @@ class UlyssesAttention {
     // The head side holds the whole sequence in position order.
     rec_.step();
     Reqs first = x_.post_inputs(q, k, v, x_.slice(0));
-    saved_.remember(q, k, v);
+    saved_.remember(compute_, q, k, v);
     pipeline(
         first, [&](const Slice& s) { return x_.post_inputs(q, k, v, s); },
         [&](Reqs& r, const Slice& s) { x_.finish_inputs(r, s); },
@@ -141,16 +139,17 @@ class UlyssesAttention {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
       check_memory(where, true);
+      agree_.vote(saved_.matches(compute_, q, k, v));
     });
     x_.use_workspace(true);
-    const bool reuse = saved_.same(q, k, v);
+    const bool reuse = agree_.unanimous();
     begin_pass(where);
     rec_.step();
     for (int g = 0; g < x_.groups() && !reuse; ++g) {  // in the forward's group-major layout
       Reqs r = x_.post_inputs(q, k, v, x_.slice(g));
       x_.finish_inputs(r, x_.slice(g));
     }
-    saved_.remember(q, k, v);
+    saved_.remember(compute_, q, k, v);
     // Delta from the sequence side's O, so O never travels.
     attention_bwd_delta(compute_, o, dout, x_.seq_delta());
     x_.clear_grads();
@@ -169,9 +168,31 @@ class UlyssesAttention {
 
  private:
   std::vector<Impl::ConfigField> config(int pass) const {
-    return {{"batch", B_},        {"chunk", c_},     {"heads", H_},           {"kv_heads", Hkv_},
-            {"head_dim", D_},     {"causal", opts_.causal}, {"element_bytes", std::int64_t(sizeof(T))},
-            {"head_groups", x_.groups()}, {"pass", pass}};
+    return construction_fields(B_, c_, H_, Hkv_, D_, opts_) + std::vector<Impl::ConfigField>{
+                                                                  {"head_groups_used", x_.groups()}, {"pass", pass}};
+  }
+  static std::vector<Impl::ConfigField> construction_fields(int batch, int chunk, int heads, int kv_heads,
+                                                            int head_dim, const UlyssesOptions& opts) {
+    return std::vector<Impl::ConfigField>{{"batch", batch},       {"chunk", chunk},
+                                          {"heads", heads},       {"kv_heads", kv_heads},
+                                          {"head_dim", head_dim}, {"element_bytes", std::int64_t(sizeof(T))},
+                                          {"head_groups", opts.head_groups}} +
+           Impl::option_fields(opts, head_dim);
+  }
+  /// Every check a rank's constructor arguments can fail, run inside the
+  /// construction agreement (nothing may throw before it).
+  static void check_construction(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
+                                 const UlyssesOptions& opts) {
+    constexpr const char* where = "DistAttn::UlyssesAttention";
+    DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
+                     "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
+                                                        << ")");
+    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
+    DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
+                     "head_group=" << opts.head_group << ": Ulysses runs its ranks' heads in one pass (head "
+                                   << "chunking is implemented for the ring kinds); use 0");
+    const UlyssesHeads h(P, heads, kv_heads);  // throws with the reason when the heads do not split
+    ulysses_head_groups(h, opts.head_groups);
   }
 
   template <class QV, class KV, class VV>
@@ -236,7 +257,7 @@ class UlyssesAttention {
   Impl::PassRecorder<Exec, UlyssesStats> rec_;
   Exchange x_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
-  Impl::SavedInputs saved_;
+  Impl::SavedInputs<Exec> saved_;
 };
 
 }  // namespace DistAttn

@@ -30,7 +30,8 @@ Request<MpiSpace>::Request(Request&& o) noexcept
       info_(std::move(o.info_)),
       callbacks_(std::move(o.callbacks_)),
       keep_alive_(std::move(o.keep_alive_)),
-      active_(std::exchange(o.active_, false)) {
+      active_(std::exchange(o.active_, false)),
+      health_(std::move(o.health_)) {
   o.requests_.clear();
   o.info_.clear();
   o.callbacks_.clear();
@@ -49,6 +50,7 @@ Request<MpiSpace>& Request<MpiSpace>::operator=(Request&& o) noexcept {
     callbacks_  = std::move(o.callbacks_);
     keep_alive_ = std::move(o.keep_alive_);
     active_     = std::exchange(o.active_, false);
+    health_     = std::move(o.health_);
     o.requests_.clear();
     o.info_.clear();
     o.callbacks_.clear();
@@ -110,15 +112,20 @@ void Request<MpiSpace>::wait() {
         }
       }
       if (rc != MPI_ERR_IN_STATUS) where << ", " << describe(false);
+      if (health_) health_->mark_broken("an MPI operation failed in " + where.str());
       Impl::throw_mpi_error("MPI_Testall", where.str(), code);
     }
     if (flag) break;
     const double elapsed = clock.elapsed();
     if (elapsed > budget) {
       refresh();
+      // Everything completed since the last test: not a timeout.
+      if (std::all_of(requests_.begin(), requests_.end(), [](MPI_Request r) { return r == MPI_REQUEST_NULL; }))
+        continue;
       std::ostringstream os;
       os << "DistAttn::Request<MPI>::wait: timed out after " << Impl::format_seconds(elapsed) << " ("
          << timeout_.describe_budget(budget) << ") on rank " << comm_rank_ << " of " << comm_size_ << "; still pending: " << describe(true);
+      if (health_) health_->mark_broken("a wait timed out on rank " + std::to_string(comm_rank_) + ": " + describe(true));
       Impl::timeout_expired(timeout_.policy, os.str());
     }
     clock.pause();
@@ -150,6 +157,10 @@ void Request<MpiSpace>::finish() {
 void Request<MpiSpace>::cancel() {
   if (!active_) return;
   callbacks_.clear();  // the data did not (all) arrive: nothing to unstage
+  const bool pending_ops =
+      std::any_of(requests_.begin(), requests_.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+  if (pending_ops && health_) health_->mark_broken("operations were cancelled while pending on rank " +
+                                                   std::to_string(comm_rank_) + ": " + describe(true));
   if (!mpi_usable()) {
     // MPI is gone; it cannot touch the buffers any more either.
     requests_.clear();

@@ -1,30 +1,9 @@
 #include <DistAttn/comm/mpi/check.hpp>
 #include <DistAttn/comm/nccl/communicator.hpp>
 
-#include <cstdlib>
-#include <cstring>
 #include <iostream>
-#include <mutex>
 
 namespace DistAttn {
-
-namespace nccl {
-void ensure_nvls_disabled() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const char* v = std::getenv("NCCL_NVLS_ENABLE");
-    if (v == nullptr) {
-      // NVLink SHARP / multicast collectives can put the GPUs of a shared host out
-      // of service; DistAttn's collectives do not need them.
-      setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
-    } else if (std::strcmp(v, "0") != 0) {
-      std::cerr << "DistAttn: warning: NCCL_NVLS_ENABLE=" << v
-                << " enables NVLink multicast (NVLS) in NCCL. DistAttn never enables it: on shared "
-                   "hosts it can put the GPUs out of service. Export NCCL_NVLS_ENABLE=0.\n";
-    }
-  });
-}
-}  // namespace nccl
 
 namespace Impl {
 
@@ -96,7 +75,6 @@ Communicator<NcclSpace, Kokkos::Cuda> Communicator<NcclSpace, Kokkos::Cuda>::fro
   constexpr const char* where = "DistAttn::Communicator<NCCL>::from_unique_id";
   DISTATTN_REQUIRE(nranks >= 1 && rank >= 0 && rank < nranks, where,
                    "argument 'rank' = " << rank << " must lie in [0, nranks = " << nranks << ")");
-  nccl::ensure_nvls_disabled();
   const TimeoutSettings timeout = TimeoutSettings::from_environment();
   DISTATTN_CUDA_CHECK(cudaSetDevice(exec.cuda_device()), where);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;

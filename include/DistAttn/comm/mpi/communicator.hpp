@@ -6,6 +6,7 @@
 #include <DistAttn/comm/communicator.hpp>
 #include <DistAttn/comm/counters.hpp>
 #include <DistAttn/comm/mpi/check.hpp>
+#include <DistAttn/comm/mpi/health.hpp>
 #include <DistAttn/comm/mpi/request.hpp>
 #include <DistAttn/comm/mpi/staging.hpp>
 #include <DistAttn/comm/timeout.hpp>
@@ -57,7 +58,8 @@ class Communicator<MpiSpace, Exec> {
         counters_(std::move(o.counters_)),
         timeout_(o.timeout_),
         staging_(o.staging_),
-        pool_(std::move(o.pool_)) {}
+        pool_(std::move(o.pool_)),
+        health_(std::move(o.health_)) {}
   Communicator& operator=(Communicator&& o) noexcept {
     if (this != &o) {
       release();
@@ -70,6 +72,7 @@ class Communicator<MpiSpace, Exec> {
       timeout_  = o.timeout_;
       staging_  = o.staging_;
       pool_     = std::move(o.pool_);
+      health_   = std::move(o.health_);
     }
     return *this;
   }
@@ -121,8 +124,18 @@ class Communicator<MpiSpace, Exec> {
     compat::fence(producer, "DistAttn::Communicator<MPI>::depend_on: producer done");
   }
 
-  /// A request bound to this communicator's handle and timeout (for the transport).
-  Request<MpiSpace> make_request() const { return Request<MpiSpace>(comm_, rank_, size_, timeout_); }
+  /// Throws CommunicationError if an earlier wait on this MPI handle timed out,
+  /// failed or was cancelled while pending (comm/mpi/health.hpp).
+  void require_usable(const char* where) const { Impl::require_healthy(*health_, where, rank_, size_); }
+  /// True until a communication error makes the handle unusable (health.hpp).
+  bool usable() const { return !health_->broken(); }
+
+  /// A request bound to this communicator's handle and timeout (for the
+  /// transport); every operation starts here, so a broken communicator refuses it.
+  Request<MpiSpace> make_request() const {
+    require_usable("DistAttn::Communicator<MPI>");
+    return Request<MpiSpace>(comm_, rank_, size_, timeout_, health_);
+  }
 
  private:
   Communicator(MPI_Comm comm, bool owned, const Exec& exec, const TimeoutSettings& timeout,
@@ -133,8 +146,9 @@ class Communicator<MpiSpace, Exec> {
         timeout_(timeout),
         staging_(staging),
         pool_(pool ? std::move(pool) : std::make_shared<Impl::HostStagingPool>()) {
-    rank_ = mpi::comm_rank(comm_);
-    size_ = mpi::comm_size(comm_);
+    rank_   = mpi::comm_rank(comm_);
+    size_   = mpi::comm_size(comm_);
+    health_ = Impl::mpi_comm_health(comm_);
   }
   void release() noexcept {
     if (owned_) mpi::free_comm(comm_);
@@ -151,6 +165,7 @@ class Communicator<MpiSpace, Exec> {
   TimeoutSettings timeout_{};
   HostStaging staging_ = HostStaging::Auto;
   std::shared_ptr<Impl::HostStagingPool> pool_;
+  std::shared_ptr<Impl::MpiCommHealth> health_ = std::make_shared<Impl::MpiCommHealth>();
 };
 
 }  // namespace DistAttn

@@ -5,6 +5,7 @@
 /// must outlive the operation.
 
 #include <DistAttn/comm/impl/op_info.hpp>
+#include <DistAttn/comm/mpi/health.hpp>
 #include <DistAttn/comm/request.hpp>
 #include <DistAttn/comm/timeout.hpp>
 
@@ -27,8 +28,10 @@ namespace DistAttn {
 ///   ready when wait() returns). On expiry: TimeoutPolicy::Throw throws
 ///   CommunicationError naming operation, peer, tag, bytes and elapsed time and
 ///   leaves the request pending; TimeoutPolicy::Abort prints that and MPI_Aborts.
+///   An expired or failed wait marks the communicator unusable (health.hpp).
 /// - wait(exec): MPI has no stream semantics, so this is wait().
-/// - cancel(): MPI_Cancel on pending point-to-point operations. Receives cancel at
+/// - cancel(): MPI_Cancel on pending point-to-point operations (the communicator
+///   is then unusable: its peers' matching messages are left over). Receives cancel at
 ///   once; a send MPI cannot cancel is detached (MPI_Request_free) and its buffers
 ///   are kept alive for good, so MPI never reads freed memory. MPI forbids
 ///   cancelling collectives: a pending one is detached the same way and completes
@@ -39,8 +42,9 @@ template <>
 class [[nodiscard]] Request<MpiSpace> {
  public:
   Request() = default;
-  Request(MPI_Comm comm, int comm_rank, int comm_size, const TimeoutSettings& timeout)
-      : comm_(comm), comm_rank_(comm_rank), comm_size_(comm_size), timeout_(timeout) {}
+  Request(MPI_Comm comm, int comm_rank, int comm_size, const TimeoutSettings& timeout,
+          std::shared_ptr<Impl::MpiCommHealth> health = nullptr)
+      : comm_(comm), comm_rank_(comm_rank), comm_size_(comm_size), timeout_(timeout), health_(std::move(health)) {}
   Request(Request&& other) noexcept;
   Request& operator=(Request&& other) noexcept;
   Request(const Request&)            = delete;
@@ -95,6 +99,7 @@ class [[nodiscard]] Request<MpiSpace> {
   std::vector<std::function<void()>> callbacks_;
   std::vector<std::shared_ptr<void>> keep_alive_;
   bool active_ = false;
+  std::shared_ptr<Impl::MpiCommHealth> health_;  ///< the communicator's; null: not tracked
 };
 
 }  // namespace DistAttn

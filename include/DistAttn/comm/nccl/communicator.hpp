@@ -3,11 +3,12 @@
 /// Communicator<NcclSpace, Kokkos::Cuda>: a blocking NCCL communicator whose
 /// operations are enqueued on exec().cuda_stream().
 ///
-/// NOTE: NVLink multicast (NVLS) stays off. Before the first NCCL communicator
-/// is created, NCCL_NVLS_ENABLE is set to 0 if the environment does not set it;
-/// an explicit non-zero value is left alone but warned about, because NVLS
-/// collectives can put a shared host's GPUs out of service
-/// (docs/design/communication.md). DistAttn never calls cuMulticastCreate.
+/// NOTE: the library never changes the process environment: whether NCCL uses
+/// NVLink multicast (NVLS) is the launcher's choice (NCCL_NVLS_ENABLE), as for
+/// every other NCCL communicator of the application. On shared hosts, where NVLS
+/// collectives can put the GPUs out of service, the project's driver, tests and
+/// scripts set NCCL_NVLS_ENABLE=0 (docs/design/communication.md). DistAttn never
+/// calls cuMulticastCreate.
 
 #include <DistAttn/comm/communicator.hpp>
 #include <DistAttn/comm/counters.hpp>
@@ -24,11 +25,6 @@
 #include <type_traits>
 
 namespace DistAttn {
-
-namespace nccl {
-/// Sets NCCL_NVLS_ENABLE=0 unless set; warns once if set to anything but 0.
-void ensure_nvls_disabled();
-}  // namespace nccl
 
 /// @brief NCCL communicator bound to a Kokkos::Cuda instance (its stream).
 ///
