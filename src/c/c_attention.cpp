@@ -1,10 +1,9 @@
 // Attention objects of the C ABI: config checks agreed on by every rank, then the
 // per-dtype factory (c_attention_<dtype>.cpp); passes forwarded to the executor.
 
-#include "c_handles.hpp"
+#include "c_agree.hpp"
 
 #include <DistAttn/core/kokkos_compat.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -26,6 +25,9 @@ void check_config(const char* where, const distattn_attention_config& c, int P) 
   DISTATTN_REQUIRE(known_executor(c.executor), where, "config->executor = " << int(c.executor) << " is not a distattn_executor");
   DISTATTN_REQUIRE(c.dtype >= DISTATTN_FP32 && c.dtype <= DISTATTN_BF16, where,
                    "config->dtype = " << int(c.dtype) << " is not a distattn_dtype");
+  if (!distattn_has_dtype(c.dtype))
+    throw Unsupported(std::string(where) + ": config->dtype = " + dtype_name(c.dtype) +
+                      " is not available in this build (distattn_has_dtype says which are)");
   auto positive = [&](const char* name, std::int64_t v) {
     DISTATTN_REQUIRE(v > 0, where, "config->" << name << " = " << v << " must be positive");
   };
@@ -57,25 +59,22 @@ void check_config(const char* where, const distattn_attention_config& c, int P) 
                      "config->local_seq = " << c.local_seq << " must be even for DISTATTN_RING_ZIGZAG (two halves per rank)");
 }
 
-std::vector<Impl::ConfigField> config_fields(const distattn_attention_config& c) {
-  return {{"api_version", c.api_version}, {"executor", c.executor},       {"dtype", c.dtype},
-          {"batch", c.batch},             {"local_seq", c.local_seq},     {"heads", c.heads},
-          {"kv_heads", c.kv_heads},       {"head_dim", c.head_dim},       {"causal", c.causal},
-          {"grid_rows", c.grid_rows},     {"grid_cols", c.grid_cols},     {"ulysses_degree", c.ulysses_degree},
-          {"hybrid_inner", c.hybrid_inner}, {"head_group", c.head_group}};
-}
-
-/// Every rank's checks and config, agreed on before any rank builds (a rank that
-/// failed alone would otherwise leave the others in the executor's collectives).
-template <class F>
-void agree(const CommHolder& h, const char* where, const std::vector<Impl::ConfigField>& fields, F&& checks) {
-#if DISTATTN_ENABLE_NCCL
-  if (h.nccl) {
-    Impl::EntryAgreement<NcclSpace, Kokkos::Cuda>().run(*h.nccl, where, fields, checks);
-    return;
-  }
-#endif
-  Impl::EntryAgreement<MpiSpace, Exec>().run(*h.mpi, where, fields, checks);
+/// The values create agrees on.
+std::vector<Field> config_fields(const distattn_attention_config& c) {
+  return {{"config->api_version", c.api_version, FieldKind::Int},
+          {"config->executor", c.executor, FieldKind::Executor},
+          {"config->dtype", c.dtype, FieldKind::Dtype},
+          {"config->batch", c.batch, FieldKind::Int},
+          {"config->local_seq", c.local_seq, FieldKind::Int},
+          {"config->heads", c.heads, FieldKind::Int},
+          {"config->kv_heads", c.kv_heads, FieldKind::Int},
+          {"config->head_dim", c.head_dim, FieldKind::Int},
+          {"config->causal", c.causal, FieldKind::Int},
+          {"config->grid_rows", c.grid_rows, FieldKind::Int},
+          {"config->grid_cols", c.grid_cols, FieldKind::Int},
+          {"config->ulysses_degree", c.ulysses_degree, FieldKind::Int},
+          {"config->hybrid_inner", c.hybrid_inner, FieldKind::Executor},
+          {"config->head_group", c.head_group, FieldKind::Int}};
 }
 
 std::unique_ptr<Attention> make(const CommHolder& comm, const distattn_attention_config& c) {
@@ -110,13 +109,11 @@ const distattn_tensor& arg(const distattn_tensor* t) {
   return t ? *t : none;
 }
 
-/// A pass's entry: Kokkos running and a live attention, then f(attention).
+/// A pass's entry: a live attention (checked on this rank alone: a NULL handle
+/// has no communicator to agree over), then f(attention), which agrees.
 template <class F>
 distattn_status pass_entry(distattn_attention attn, const char* where, F&& f) {
-  return guarded([&] {
-    require_initialized(where);
-    f(checked(attn, where));
-  });
+  return guarded([&] { f(checked(attn, where)); });
 }
 
 }  // namespace
@@ -143,15 +140,16 @@ distattn_status distattn_attention_create(distattn_comm comm, const distattn_att
                                           distattn_attention* out) {
   return guarded([&] {
     constexpr const char* where = "distattn_attention_create";
-    DISTATTN_REQUIRE(out != nullptr, where, "argument 'out' is NULL");
-    *out = nullptr;
+    if (out) *out = nullptr;
+    // Checked on this rank alone: without a communicator there is no group to agree over.
     DISTATTN_REQUIRE(comm != nullptr, where, "argument 'comm' is NULL");
-    require_initialized(where);
-    // A NULL config cannot take part in the agreement's fields: every rank's
-    // checks still run, so the others fail with this rank's message.
+    // A NULL config takes part in the agreement with zero fields; its rank's checks
+    // fail, so every rank reports that.
     const distattn_attention_config c = config ? *config : distattn_attention_config{};
-    agree(comm->holder, where, config_fields(c), [&] {
+    Agreement().run(comm->holder, where, Entry::AttentionCreate, config_fields(c), [&] {
+      DISTATTN_REQUIRE(out != nullptr, where, "argument 'out' is NULL");
       DISTATTN_REQUIRE(config != nullptr, where, "argument 'config' is NULL");
+      require_initialized(where);
       check_config(where, c, comm->holder.size());
     });
     auto a  = std::make_unique<distattn_attention_s>();
