@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -294,6 +295,35 @@ distattn_comm* checked_out(distattn_comm* out, const char* where) {
   return out;
 }
 
+/// The caller's communicator from its Fortran handle, checked on this rank alone.
+/// MPI_Comm_f2c gives an invalid handle for one MPI does not know (Open MPI: a
+/// null pointer), and MPI reports an invalid communicator to MPI_COMM_WORLD's
+/// error handler (MPI 4: MPI_COMM_SELF's), fatal by default: both return error
+/// codes while the handle is probed.
+MPI_Comm mpi_handle(std::int64_t handle, const char* where) {
+  DISTATTN_REQUIRE(handle >= std::numeric_limits<MPI_Fint>::min() && handle <= std::numeric_limits<MPI_Fint>::max(),
+                   where,
+                   "argument 'mpi_fortran_handle' = " << handle
+                                                      << " is not an MPI Fortran handle (outside the range of MPI_Fint)");
+  const MPI_Comm raw = MPI_Comm_f2c(MPI_Fint(handle));
+  DISTATTN_REQUIRE(raw != MPI_COMM_NULL, where, "argument 'mpi_fortran_handle' = " << handle << " is MPI_COMM_NULL");
+  int size = 0, inter = 0;
+  bool known = raw != MPI_Comm{};
+  if (known) {
+    ErrorsReturn world(MPI_COMM_WORLD), self(MPI_COMM_SELF);
+    known = MPI_Comm_size(raw, &size) == MPI_SUCCESS && MPI_Comm_test_inter(raw, &inter) == MPI_SUCCESS;
+  }
+  DISTATTN_REQUIRE(known, where,
+                   "argument 'mpi_fortran_handle' = "
+                       << handle
+                       << " is not a communicator MPI knows (freed, or not a handle: pass MPI_Comm_c2f(comm), "
+                          "in mpi4py comm.py2f())");
+  DISTATTN_REQUIRE(!inter, where,
+                   "argument 'mpi_fortran_handle' = " << handle
+                                                      << " is an intercommunicator; DistAttn needs an intracommunicator");
+  return raw;
+}
+
 void publish(distattn_comm* out, CommHolder holder) {
   auto h    = std::make_unique<distattn_comm_s>();
   h->holder = std::move(holder);
@@ -327,12 +357,13 @@ distattn_status distattn_comm_create_mpi_f(int64_t mpi_fortran_handle, distattn_
   return guarded([&] {
     constexpr const char* where = "distattn_comm_create_mpi_f";
     if (out) *out = nullptr;
-    // Checked on this rank alone: without MPI there is no group to agree over.
-    int mpi_up = 0;
-    MPI_Initialized(&mpi_up);
-    DISTATTN_REQUIRE(mpi_up, where, "MPI is not initialized (call MPI_Init first)");
-    const MPI_Comm raw = MPI_Comm_f2c(MPI_Fint(mpi_fortran_handle));
-    DISTATTN_REQUIRE(raw != MPI_COMM_NULL, where, "argument 'mpi_fortran_handle' is MPI_COMM_NULL");
+    // Checked on this rank alone: without MPI, or with a handle MPI does not
+    // know, there is no group to agree over.
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    DISTATTN_REQUIRE(up && !down, where, (down ? "MPI is finalized" : "MPI is not initialized (call MPI_Init first)"));
+    const MPI_Comm raw = mpi_handle(mpi_fortran_handle, where);
     // Collective over the caller's communicator from here on.
     TimeoutSettings timeout;
     std::string timeout_error;

@@ -3,9 +3,9 @@
  * float64 reference of the gathered sequence, with q/dq in a strided
  * [batch, heads, seq, dim] layout; then the error paths (a bad config on every
  * rank or on one rank only, a NULL tensor or 'out' on one rank, a host stream, an
- * unavailable dtype, each agreed config field differing on one rank, ranks in
- * different calls), each of which must fail on every rank, naming the argument
- * (and the rank, or the field and the ranks' values).
+ * unavailable dtype, MPI handles MPI does not know, each agreed config field
+ * differing on one rank, ranks in different calls), each of which must fail on
+ * every rank, naming the argument (and the rank, or the field and the ranks' values).
  * Fresh random inputs each run (the seed is printed). Exit status 1 on any failure. */
 
 /* mpi.h first: distattn.h then offers distattn_comm_create_mpi(MPI_Comm, ...). */
@@ -405,6 +405,22 @@ static void check_agreement(distattn_comm comm) {
   expect_error_naming_rank(st, DISTATTN_ERROR_INVALID_ARGUMENT, "'out'", 0, "comm_create: out NULL on rank 0");
   CHECK(c2 == NULL, "a failed comm_create must leave *out NULL");
   distattn_comm_destroy(c2);
+
+  /* Handles MPI does not know: an error status, not MPI's fatal error handler. */
+  MPI_Comm freed;
+  MPI_Comm_dup(MPI_COMM_WORLD, &freed);
+  const int64_t freed_f = (int64_t)MPI_Comm_c2f(freed);
+  MPI_Comm_free(&freed);
+  const int64_t bad_handles[] = {12345, -7, ((int64_t)1 << 32) + (int64_t)MPI_Comm_c2f(MPI_COMM_WORLD), freed_f,
+                                 (int64_t)MPI_Comm_c2f(MPI_COMM_NULL)};
+  for (size_t i = 0; i < sizeof bad_handles / sizeof *bad_handles; ++i) {
+    char what[64];
+    snprintf(what, sizeof what, "Fortran handle %lld", (long long)bad_handles[i]);
+    c2 = NULL;
+    expect_error(distattn_comm_create_mpi_f(bad_handles[i], &c2), DISTATTN_ERROR_INVALID_ARGUMENT,
+                 "mpi_fortran_handle", what);
+    CHECK(c2 == NULL, "%s: *out must stay NULL", what);
+  }
 
   if (size_ > 1) {
     /* One rank differing in a config field fails on every rank with a message naming

@@ -14,7 +14,7 @@
  * rank and the argument; differing configs fail naming the fields and each
  * rank's value; ranks in different calls fail naming the calls. What has no
  * group to agree over fails on the calling rank only: a NULL or destroyed handle
- * (comm, attn), MPI not initialized,
+ * (comm, attn), a Fortran handle MPI does not know, MPI not initialized,
  * distattn_comm_create_nccl_id's arguments, and NCCL calls before
  * distattn_initialize. The other ranks then wait in their call: in DistAttn's
  * agreement until the communicator's timeout (DISTATTN_COMM_TIMEOUT, 30 s), which
@@ -137,9 +137,12 @@ DISTATTN_C_EXPORT distattn_status distattn_finalize(void);
 /* ---- communicators (collective over their group) ---------------------------- */
 /* From the Fortran handle of an MPI communicator (MPI_Comm_c2f(comm); mpi4py:
  * comm.py2f()), which keeps this header free of mpi.h. The communicator is
- * duplicated: the caller's stays the caller's. The agreement runs with
- * MPI_ERRORS_RETURN set on the caller's communicator, restored after (do not
- * change its error handler from another thread meanwhile). */
+ * duplicated: the caller's stays the caller's. An intracommunicator only. A
+ * handle MPI does not know (outside MPI_Fint, freed, not a communicator's) is an
+ * error on the calling rank alone, never MPI's fatal error handler: it is probed
+ * with MPI_ERRORS_RETURN set on MPI_COMM_WORLD and MPI_COMM_SELF, and the
+ * agreement runs with it set on the caller's communicator, each restored after
+ * (do not change those error handlers from another thread meanwhile). */
 DISTATTN_C_EXPORT distattn_status distattn_comm_create_mpi_f(int64_t mpi_fortran_handle, distattn_comm* out);
 /* NCCL (CUDA builds with NCCL): wrap an existing ncclComm_t (not owned; it
  * must outlive the communicator and every attention made with it). Collective:
