@@ -3,9 +3,10 @@
  * float64 reference of the gathered sequence, with q/dq in a strided
  * [batch, heads, seq, dim] layout; then the error paths (a bad config on every
  * rank or on one rank only, a NULL tensor or 'out' on one rank, a host stream, an
- * unavailable dtype, MPI handles MPI does not know, each agreed config field
- * differing on one rank, ranks in different calls), each of which must fail on
- * every rank, naming the argument (and the rank, or the field and the ranks' values).
+ * unavailable dtype, enum fields outside their enumeration, MPI handles MPI does
+ * not know, each agreed config field differing on one rank, ranks in different
+ * calls), each of which must fail on every rank, naming the argument (and the
+ * rank, or the field and the ranks' values).
  * Fresh random inputs each run (the seed is printed). Exit status 1 on any failure. */
 
 /* mpi.h first: distattn.h then offers distattn_comm_create_mpi(MPI_Comm, ...). */
@@ -380,11 +381,12 @@ static const char* perturb(distattn_attention_config* c, int i) {
     case 5: c->kv_heads = 1; return "kv_heads";
     case 6: c->head_dim = 16; return "head_dim";
     case 7: c->causal = 0; return "causal";
-    case 8: c->grid_rows = 1; return "grid_rows";
-    case 9: c->grid_cols = 1; return "grid_cols";
-    case 10: c->ulysses_degree = 1; return "ulysses_degree";
-    case 11: c->hybrid_inner = DISTATTN_RING_BALANCED; return "hybrid_inner";
-    case 12: c->head_group = 1; return "head_group";
+    case 8: c->scale = 0.5; return "scale";
+    case 9: c->grid_rows = 1; return "grid_rows";
+    case 10: c->grid_cols = 1; return "grid_cols";
+    case 11: c->ulysses_degree = 1; return "ulysses_degree";
+    case 12: c->hybrid_inner = DISTATTN_RING_BALANCED; return "hybrid_inner";
+    case 13: c->head_group = 1; return "head_group";
     default: return NULL;
   }
 }
@@ -422,9 +424,38 @@ static void check_agreement(distattn_comm comm) {
     CHECK(c2 == NULL, "%s: *out must stay NULL", what);
   }
 
+  /* Enum fields holding values outside their enumeration (C allows storing them). */
+  const int bad_enums[] = {99, -1};
+  for (int i = 0; i < 2; ++i) {
+    char needle[64], what[64];
+    cfg = small_config();
+    cfg.executor = (distattn_executor)bad_enums[i];
+    snprintf(needle, sizeof needle, "config->executor = %d", bad_enums[i]);
+    snprintf(what, sizeof what, "executor = %d", bad_enums[i]);
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, needle, what);
+    cfg = small_config();
+    cfg.dtype = (distattn_dtype)bad_enums[i];
+    snprintf(needle, sizeof needle, "config->dtype = %d", bad_enums[i]);
+    snprintf(what, sizeof what, "dtype = %d", bad_enums[i]);
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, needle, what);
+    cfg = small_config();
+    cfg.executor = DISTATTN_HYBRID;
+    cfg.hybrid_inner = (distattn_executor)bad_enums[i];
+    snprintf(needle, sizeof needle, "config->hybrid_inner = %d", bad_enums[i]);
+    snprintf(what, sizeof what, "hybrid_inner = %d", bad_enums[i]);
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, needle, what);
+    CHECK(distattn_has_dtype((distattn_dtype)bad_enums[i]) == 0, "has_dtype(%d) must be 0", bad_enums[i]);
+    CHECK(strcmp(distattn_status_string((distattn_status)bad_enums[i]), "unknown status") == 0,
+          "status_string(%d): %s", bad_enums[i], distattn_status_string((distattn_status)bad_enums[i]));
+  }
+  cfg = small_config();
+  if (rank_ == last) cfg.executor = (distattn_executor)99;
+  expect_error_naming_rank(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT,
+                           "config->executor = 99", last, "executor = 99 on the last rank");
+
   if (size_ > 1) {
-    /* One rank differing in a config field fails on every rank with a message naming
-     * the field and that rank, not every rank's whole config. */
+    /* Every field that changes results is agreed: one rank differing in it fails on every
+     * rank with a message naming the field and that rank, not every rank's whole config. */
     for (int i = 0;; ++i) {
       cfg = small_config();
       const char* name = perturb(&cfg, i);
@@ -438,18 +469,28 @@ static void check_agreement(distattn_comm comm) {
       CHECK(strstr(distattn_last_error(), "api_version") == NULL, "%s: the message lists unchanged fields: %s",
             what, distattn_last_error());
     }
-    /* Enums by their names. */
+    /* The softmax scale, with the ranks' values; enums by their names. */
+    cfg = small_config();
+    cfg.scale = rank_ == last ? 0.5 : 0.25;
+    expect_error_naming_rank(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT,
+                             "config->scale", last, "scale 0.5 on the last rank, 0.25 elsewhere");
+    {
+      char theirs[32];
+      snprintf(theirs, sizeof theirs, "0.5 on rank %d", last);
+      CHECK(strstr(distattn_last_error(), theirs) && strstr(distattn_last_error(), "0.25 on rank"),
+            "scale: the message must give both values and their ranks: %s", distattn_last_error());
+    }
     cfg = small_config();
     if (rank_ == last) cfg.executor = DISTATTN_RING_BALANCED;
     distattn_attention_create(comm, &cfg, &attn);
     CHECK(strstr(distattn_last_error(), "DISTATTN_RING_BALANCED") && strstr(distattn_last_error(), "DISTATTN_RING_ZIGZAG"),
           "executor: the message must name the values: %s", distattn_last_error());
 
-    /* Not agreed: memory_limit_bytes (a per-rank bound). */
+    /* Not agreed: memory_limit_bytes (a per-rank bound) and the sign of a zero scale. */
     cfg = small_config();
-    if (rank_ == last) cfg.memory_limit_bytes = (size_t)1 << 30;
+    if (rank_ == last) cfg.memory_limit_bytes = (size_t)1 << 30, cfg.scale = -0.0;
     st = distattn_attention_create(comm, &cfg, &attn);
-    CHECK(st == DISTATTN_SUCCESS, "memory_limit_bytes differing per rank: %s", distattn_last_error());
+    CHECK(st == DISTATTN_SUCCESS, "memory_limit_bytes and the sign of scale differing per rank: %s", distattn_last_error());
     if (st == DISTATTN_SUCCESS) {
       /* Ranks in different calls on one attention: an error naming both. */
       const size_t n = 1 * 4 * 2 * 8;

@@ -85,7 +85,10 @@ typedef struct distattn_comm_s* distattn_comm;
 typedef struct distattn_attention_s* distattn_attention;
 
 /* What distattn_attention_create builds. Fill with
- * distattn_attention_config_init, then set the extents. */
+ * distattn_attention_config_init, then set the extents. Every rank passes the
+ * same values, compared bit for bit (scale: -0 as 0), except memory_limit_bytes,
+ * a bound on each rank's own workspace (the executors agree on the head group it
+ * leads to). An enum field holding a value outside its enumeration is an error. */
 typedef struct distattn_attention_config {
   int api_version; /* DISTATTN_C_API_VERSION, set by config_init */
   distattn_executor executor;
