@@ -1,31 +1,150 @@
 // Attention objects of the C ABI: config checks agreed on by every rank, then the
 // per-dtype factory (c_attention_<dtype>.cpp); passes forwarded to the executor.
 
-#include "c_handles.hpp"
+#include "c_agree.hpp"
 
 #include <DistAttn/core/kokkos_compat.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace DistAttn::CApi {
 namespace {
 
-bool known_executor(int e) { return e >= DISTATTN_RING_VANILLA && e <= DISTATTN_HYBRID; }
+// Every field of distattn_attention_config, in declaration order: AGREED(name,
+// kind) for what every rank must pass alike (compared bit for bit at create),
+// EXEMPT(name) for what may differ per rank. A field the struct gains must be
+// added here; the static_assert below fails until it is.
+//  - memory_limit_bytes: a bound on this rank's workspace; the executors agree on
+//    the head group it leads to (the smallest any rank can afford).
+#define DISTATTN_C_CONFIG_FIELDS(AGREED, EXEMPT) \
+  AGREED(api_version, Int)                       \
+  AGREED(executor, Executor)                     \
+  AGREED(dtype, Dtype)                           \
+  AGREED(batch, Int)                             \
+  AGREED(local_seq, Int)                         \
+  AGREED(heads, Int)                             \
+  AGREED(kv_heads, Int)                          \
+  AGREED(head_dim, Int)                          \
+  AGREED(causal, Int)                            \
+  AGREED(scale, Real)                            \
+  AGREED(grid_rows, Int)                         \
+  AGREED(grid_cols, Int)                         \
+  AGREED(ulysses_degree, Int)                    \
+  AGREED(hybrid_inner, Executor)                 \
+  AGREED(head_group, Int)                        \
+  EXEMPT(memory_limit_bytes)
 
-/// Local checks of a config (InvalidArgument naming the field).
-void check_config(const char* where, const distattn_attention_config& c, int P) {
+/// A field as read from the caller's struct: enums as the int they hold (a C
+/// enum may hold any int; as a C++ enum outside its enumerators it is undefined).
+template <class T>
+using raw_t = std::conditional_t<std::is_enum<T>::value, std::int32_t, T>;
+
+/// The caller's config, every field read as plain data before any is checked.
+struct RawConfig {
+#define DISTATTN_C_RAW_MEMBER(name, ...) raw_t<decltype(distattn_attention_config::name)> name;
+  DISTATTN_C_CONFIG_FIELDS(DISTATTN_C_RAW_MEMBER, DISTATTN_C_RAW_MEMBER)
+#undef DISTATTN_C_RAW_MEMBER
+};
+
+/// The number of members of an aggregate of scalars: it is brace-initializable
+/// from as many values as it has members, no more. (One distinct placeholder type
+/// per position: nvcc's front end miscounts a pack of one type.)
+template <std::size_t>
+struct AnyValue {
+  template <class T>
+  constexpr operator T() const noexcept;
+};
+template <class T, std::size_t... I>
+constexpr auto initializable(std::index_sequence<I...>, int) -> decltype(T{AnyValue<I>{}...}, true) {
+  return true;
+}
+template <class T, std::size_t... I>
+constexpr bool initializable(std::index_sequence<I...>, ...) {
+  return false;
+}
+template <class T, std::size_t N = 0>
+constexpr std::size_t member_count() {
+  if constexpr (initializable<T>(std::make_index_sequence<N + 1>{}, 0))
+    return member_count<T, N + 1>();
+  else
+    return N;
+}
+
+#define DISTATTN_C_COUNT(...) +1
+constexpr std::size_t kListedFields = 0 DISTATTN_C_CONFIG_FIELDS(DISTATTN_C_COUNT, DISTATTN_C_COUNT);
+#undef DISTATTN_C_COUNT
+static_assert(member_count<distattn_attention_config>() == kListedFields,
+              "distattn_attention_config gained or lost a field: list it in DISTATTN_C_CONFIG_FIELDS "
+              "(src/c/c_attention.cpp) as AGREED (every rank must pass the same value: anything that changes "
+              "results or communication) or EXEMPT (with the reason), check it in check_config, and extend the "
+              "per-field mismatch test in unit_tests/c_api/test_c_api.c");
+static_assert(sizeof(RawConfig) == sizeof(distattn_attention_config),
+              "RawConfig must mirror distattn_attention_config");
+
+/// Reads the caller's struct field by field as plain data (no enum is loaded).
+RawConfig read_config(const distattn_attention_config* c) {
+  RawConfig r{};
+  const char* base = reinterpret_cast<const char*>(c);
+#define DISTATTN_C_READ(name, ...)                                                                 \
+  static_assert(sizeof(r.name) == sizeof(distattn_attention_config::name), "field size differs"); \
+  std::memcpy(&r.name, base + offsetof(distattn_attention_config, name), sizeof(r.name));
+  DISTATTN_C_CONFIG_FIELDS(DISTATTN_C_READ, DISTATTN_C_READ)
+#undef DISTATTN_C_READ
+  return r;
+}
+
+template <class T>
+std::int64_t field_bits(T v) {
+  return std::int64_t(v);
+}
+/// A double's bit pattern, with -0 read as 0 (both mean 1/sqrt(head_dim)).
+std::int64_t field_bits(double v) {
+  if (v == 0) v = 0;
+  std::int64_t b;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+/// The values create agrees on: every AGREED field.
+std::vector<Field> config_fields(const RawConfig& c) {
+  std::vector<Field> f;
+#define DISTATTN_C_AGREED(name, kind) f.push_back({"config->" #name, field_bits(c.name), FieldKind::kind});
+#define DISTATTN_C_EXEMPT(name)
+  DISTATTN_C_CONFIG_FIELDS(DISTATTN_C_AGREED, DISTATTN_C_EXEMPT)
+#undef DISTATTN_C_AGREED
+#undef DISTATTN_C_EXEMPT
+  return f;
+}
+
+bool known_executor(std::int64_t e) { return executor_name(e) != nullptr; }
+
+/// Local checks of a config (InvalidArgument naming the field; Unsupported for a
+/// dtype the build lacks).
+void check_config(const char* where, const RawConfig& c, int P) {
   DISTATTN_REQUIRE(c.api_version == DISTATTN_C_API_VERSION, where,
                    "config->api_version = " << c.api_version << " but the library implements C API version "
                                             << DISTATTN_C_API_VERSION
                                             << " (initialize the config with distattn_attention_config_init)");
-  DISTATTN_REQUIRE(known_executor(c.executor), where, "config->executor = " << int(c.executor) << " is not a distattn_executor");
-  DISTATTN_REQUIRE(c.dtype >= DISTATTN_FP32 && c.dtype <= DISTATTN_BF16, where,
-                   "config->dtype = " << int(c.dtype) << " is not a distattn_dtype");
+  DISTATTN_REQUIRE(known_executor(c.executor), where,
+                   "config->executor = " << c.executor << " is not a distattn_executor (" << DISTATTN_RING_VANILLA
+                                         << " to " << DISTATTN_HYBRID << ")");
+  DISTATTN_REQUIRE(dtype_name(c.dtype) != nullptr, where,
+                   "config->dtype = " << c.dtype << " is not a distattn_dtype (" << DISTATTN_FP32 << " to "
+                                      << DISTATTN_BF16 << ")");
+  DISTATTN_REQUIRE(known_executor(c.hybrid_inner), where,
+                   "config->hybrid_inner = " << c.hybrid_inner << " is not a distattn_executor ("
+                                             << DISTATTN_RING_VANILLA << " to " << DISTATTN_HYBRID << ")");
+  if (!distattn_has_dtype(distattn_dtype(c.dtype)))
+    throw Unsupported(std::string(where) + ": config->dtype = " + dtype_name(c.dtype) +
+                      " is not available in this build (distattn_has_dtype says which are)");
   auto positive = [&](const char* name, std::int64_t v) {
     DISTATTN_REQUIRE(v > 0, where, "config->" << name << " = " << v << " must be positive");
   };
@@ -49,33 +168,21 @@ void check_config(const char* where, const distattn_attention_config& c, int P) 
   nonneg("ulysses_degree", c.ulysses_degree);
   nonneg("head_group", c.head_group);
   if (c.executor == DISTATTN_HYBRID)
-    DISTATTN_REQUIRE(known_executor(c.hybrid_inner) && c.hybrid_inner != DISTATTN_ULYSSES &&
-                         c.hybrid_inner != DISTATTN_HYBRID,
-                     where, "config->hybrid_inner = " << int(c.hybrid_inner) << " must be a RING_* or GRID2D_* executor");
+    DISTATTN_REQUIRE(c.hybrid_inner != DISTATTN_ULYSSES && c.hybrid_inner != DISTATTN_HYBRID, where,
+                     "config->hybrid_inner = " << executor_name(c.hybrid_inner)
+                                               << " must be a RING_* or GRID2D_* executor");
   if (c.executor == DISTATTN_RING_ZIGZAG)
     DISTATTN_REQUIRE(c.local_seq % 2 == 0, where,
                      "config->local_seq = " << c.local_seq << " must be even for DISTATTN_RING_ZIGZAG (two halves per rank)");
 }
 
-std::vector<Impl::ConfigField> config_fields(const distattn_attention_config& c) {
-  return {{"api_version", c.api_version}, {"executor", c.executor},       {"dtype", c.dtype},
-          {"batch", c.batch},             {"local_seq", c.local_seq},     {"heads", c.heads},
-          {"kv_heads", c.kv_heads},       {"head_dim", c.head_dim},       {"causal", c.causal},
-          {"grid_rows", c.grid_rows},     {"grid_cols", c.grid_cols},     {"ulysses_degree", c.ulysses_degree},
-          {"hybrid_inner", c.hybrid_inner}, {"head_group", c.head_group}};
-}
-
-/// Every rank's checks and config, agreed on before any rank builds (a rank that
-/// failed alone would otherwise leave the others in the executor's collectives).
-template <class F>
-void agree(const CommHolder& h, const char* where, const std::vector<Impl::ConfigField>& fields, F&& checks) {
-#if DISTATTN_ENABLE_NCCL
-  if (h.nccl) {
-    Impl::EntryAgreement<NcclSpace, Kokkos::Cuda>().run(*h.nccl, where, fields, checks);
-    return;
-  }
-#endif
-  Impl::EntryAgreement<MpiSpace, Exec>().run(*h.mpi, where, fields, checks);
+/// The checked config as the C struct (every enum field now holds an enumerator).
+distattn_attention_config typed(const RawConfig& r) {
+  distattn_attention_config c{};
+#define DISTATTN_C_TYPED(name, ...) c.name = decltype(c.name)(r.name);
+  DISTATTN_C_CONFIG_FIELDS(DISTATTN_C_TYPED, DISTATTN_C_TYPED)
+#undef DISTATTN_C_TYPED
+  return c;
 }
 
 std::unique_ptr<Attention> make(const CommHolder& comm, const distattn_attention_config& c) {
@@ -110,13 +217,11 @@ const distattn_tensor& arg(const distattn_tensor* t) {
   return t ? *t : none;
 }
 
-/// A pass's entry: Kokkos running and a live attention, then f(attention).
+/// A pass's entry: a live attention (checked on this rank alone: a NULL handle
+/// has no communicator to agree over), then f(attention), which agrees.
 template <class F>
 distattn_status pass_entry(distattn_attention attn, const char* where, F&& f) {
-  return guarded([&] {
-    require_initialized(where);
-    f(checked(attn, where));
-  });
+  return guarded([&] { f(checked(attn, where)); });
 }
 
 }  // namespace
@@ -143,19 +248,20 @@ distattn_status distattn_attention_create(distattn_comm comm, const distattn_att
                                           distattn_attention* out) {
   return guarded([&] {
     constexpr const char* where = "distattn_attention_create";
-    DISTATTN_REQUIRE(out != nullptr, where, "argument 'out' is NULL");
-    *out = nullptr;
+    if (out) *out = nullptr;
+    // Checked on this rank alone: without a communicator there is no group to agree over.
     DISTATTN_REQUIRE(comm != nullptr, where, "argument 'comm' is NULL");
-    require_initialized(where);
-    // A NULL config cannot take part in the agreement's fields: every rank's
-    // checks still run, so the others fail with this rank's message.
-    const distattn_attention_config c = config ? *config : distattn_attention_config{};
-    agree(comm->holder, where, config_fields(c), [&] {
+    // A NULL config takes part in the agreement with zero fields; its rank's checks
+    // fail, so every rank reports that.
+    const RawConfig c = config ? read_config(config) : RawConfig{};
+    Agreement().run(comm->holder, where, Entry::AttentionCreate, config_fields(c), [&] {
+      DISTATTN_REQUIRE(out != nullptr, where, "argument 'out' is NULL");
       DISTATTN_REQUIRE(config != nullptr, where, "argument 'config' is NULL");
+      require_initialized(where);
       check_config(where, c, comm->holder.size());
     });
     auto a  = std::make_unique<distattn_attention_s>();
-    a->impl = make(comm->holder, c);
+    a->impl = make(comm->holder, typed(c));
     *out    = a.release();
   });
 }

@@ -4,12 +4,11 @@
 // Views, and orders each pass after the caller's stream. Included by one
 // c_attention_<dtype>.cpp per dtype, which instantiates make_attention<T>.
 
-#include "c_handles.hpp"
+#include "c_agree.hpp"
 
 #include <DistAttn/core/kokkos_compat.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
 #include <DistAttn/hybrid/hybrid_attention.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/ulysses/ulysses_attention.hpp>
@@ -188,7 +187,7 @@ class TypedAttention final : public Attention {
   void forward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v, const distattn_tensor& o,
                const distattn_tensor& lse, void* stream) override {
     pass(
-        "distattn_attention_forward", 0, stream,
+        "distattn_attention_forward", Entry::Forward, stream,
         [&](const char* where) {
           check_q(where, "q", q), check_k(where, "k", k), check_k(where, "v", v);
           check_q(where, "o", o), check_lse(where, lse);
@@ -203,7 +202,7 @@ class TypedAttention final : public Attention {
                 const distattn_tensor& dout, const distattn_tensor& lse, const distattn_tensor& dq,
                 const distattn_tensor& dk, const distattn_tensor& dv, void* stream) override {
     pass(
-        "distattn_attention_backward", 1, stream,
+        "distattn_attention_backward", Entry::Backward, stream,
         [&](const char* where) {
           check_q(where, "q", q), check_k(where, "k", k), check_k(where, "v", v);
           check_q(where, "o", o), check_q(where, "dout", dout), check_lse(where, lse);
@@ -230,22 +229,30 @@ class TypedAttention final : public Attention {
     check_tensor<3>(where, "lse", t, {cfg_.batch, cfg_.heads, cfg_.local_seq}, "[batch, heads, local_seq]");
   }
 
-  /// One pass: ordered after the caller's stream, every rank's argument checks
-  /// agreed on, then `call`; the caller's stream waits for it whether it succeeded or not.
+  /// One pass: every rank's argument checks agreed on (Kokkos running, the
+  /// stream, the tensors, then ordering the pass after the caller's stream), then
+  /// `call`; the caller's stream waits for the pass whether it succeeded or not.
   template <class Checks, class Call>
-  void pass(const char* where, int id, void* stream, Checks&& checks, Call&& call) {
-    order_.enter(stream);
-    try {
-      agree_.run(*comm_, where, {{"pass", id}}, [&] {
-        StreamOrder::check_stream(where, stream);
-        checks(where);
-      });
-      call();
-    } catch (...) {
+  void pass(const char* where, Entry entry, void* stream, Checks&& checks, Call&& call) {
+    bool entered = false;
+    auto leave   = [&] {
+      if (!entered) return;
       try {
         order_.leave(stream);
       } catch (...) {
       }
+    };
+    try {
+      agree_.run(*comm_, where, entry, {}, [&] {
+        require_initialized(where);
+        StreamOrder::check_stream(where, stream);
+        checks(where);
+        order_.enter(stream);
+        entered = true;
+      });
+      call();
+    } catch (...) {
+      leave();
       throw;
     }
     order_.leave(stream);
@@ -257,7 +264,7 @@ class TypedAttention final : public Attention {
   StreamOrder order_;
   std::unique_ptr<E> exec_;
   std::function<std::int64_t(const E&, int, std::int64_t)> position_;
-  Impl::EntryAgreement<CommSpace, Exec> agree_;
+  Agreement agree_;
 };
 
 /// The executor `cfg` names, for element type T on communicator `comm`.

@@ -65,6 +65,17 @@ class NotInitialized : public Error {
   explicit NotInitialized(const std::string& what) : Error(what) {}
 };
 
+/// A failure every rank of a collective call agreed on (c_agree.hpp): guarded()
+/// returns its status, whatever the exception behind it was on the failing rank.
+class AgreedFailure : public Error {
+ public:
+  AgreedFailure(distattn_status status, const std::string& what) : Error(what), status_(status) {}
+  distattn_status status() const { return status_; }
+
+ private:
+  distattn_status status_;
+};
+
 /// Throws NotInitialized unless Kokkos is running (c_status.cpp).
 void require_initialized(const char* where);
 
@@ -80,28 +91,58 @@ inline distattn_status failed(distattn_status status, const char* message) noexc
   return status;
 }
 
+/// What one rank's call came to: a status and, on failure, the message.
+struct Outcome {
+  distattn_status status = DISTATTN_SUCCESS;
+  std::string message;
+};
+
+inline Outcome outcome(distattn_status status, const char* message) noexcept {
+  Outcome o;
+  o.status = status;
+  try {
+    o.message = message;
+  } catch (...) {
+  }
+  return o;
+}
+
+/// Runs f and returns the status and message guarded() would make of it
+/// (the local step of a collective call's agreement).
+template <class F>
+Outcome attempt(F&& f) noexcept {
+  try {
+    f();
+    return Outcome{};
+  } catch (const AgreedFailure& e) {
+    return outcome(e.status(), e.what());
+  } catch (const Unsupported& e) {
+    return outcome(DISTATTN_ERROR_UNSUPPORTED, e.what());
+  } catch (const NotInitialized& e) {
+    return outcome(DISTATTN_ERROR_NOT_INITIALIZED, e.what());
+  } catch (const InvalidArgument& e) {
+    return outcome(DISTATTN_ERROR_INVALID_ARGUMENT, e.what());
+  } catch (const CommunicationError& e) {
+    return outcome(DISTATTN_ERROR_COMMUNICATION, e.what());
+  } catch (const std::bad_alloc& e) {
+    return outcome(DISTATTN_ERROR_OUT_OF_MEMORY, e.what());
+  } catch (const std::exception& e) {
+    return outcome(DISTATTN_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    return outcome(DISTATTN_ERROR_INTERNAL, "DistAttn C API: unknown exception");
+  }
+}
+
 /// Runs f, turning every exception into a status and the thread's message.
 template <class F>
 distattn_status guarded(F&& f) noexcept {
+  const Outcome o = attempt(f);
+  if (o.status != DISTATTN_SUCCESS) return failed(o.status, o.message.c_str());
   try {
-    f();
     set_last_error("");
-    return DISTATTN_SUCCESS;
-  } catch (const Unsupported& e) {
-    return failed(DISTATTN_ERROR_UNSUPPORTED, e.what());
-  } catch (const NotInitialized& e) {
-    return failed(DISTATTN_ERROR_NOT_INITIALIZED, e.what());
-  } catch (const InvalidArgument& e) {
-    return failed(DISTATTN_ERROR_INVALID_ARGUMENT, e.what());
-  } catch (const CommunicationError& e) {
-    return failed(DISTATTN_ERROR_COMMUNICATION, e.what());
-  } catch (const std::bad_alloc& e) {
-    return failed(DISTATTN_ERROR_OUT_OF_MEMORY, e.what());
-  } catch (const std::exception& e) {
-    return failed(DISTATTN_ERROR_INTERNAL, e.what());
   } catch (...) {
-    return failed(DISTATTN_ERROR_INTERNAL, "DistAttn C API: unknown exception");
   }
+  return DISTATTN_SUCCESS;
 }
 
 }  // namespace DistAttn::CApi

@@ -5,13 +5,25 @@
 #include <DistAttn/config.hpp>
 #include <DistAttn/core/kokkos_compat.hpp>
 
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace DistAttn::CApi {
 
 namespace {
 thread_local std::string last_error;
 bool we_initialized_kokkos = false;
+
+/// The int a C caller stored in an enum argument, read without loading it as the
+/// C++ enum (a value outside the enumerators would be undefined behaviour).
+template <class E>
+int enum_value(const E& e) {
+  static_assert(std::is_enum<E>::value && sizeof(E) == sizeof(int), "a C enum argument");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 }  // namespace
 
 void set_last_error(const char* msg) { last_error = msg; }
@@ -34,7 +46,7 @@ const char* distattn_library_version(void) { return DISTATTN_VERSION_STRING; }
 const char* distattn_last_error(void) { return last_error.c_str(); }
 
 const char* distattn_status_string(distattn_status status) {
-  switch (status) {
+  switch (enum_value(status)) {
     case DISTATTN_SUCCESS: return "success";
     case DISTATTN_ERROR_INVALID_ARGUMENT: return "invalid argument";
     case DISTATTN_ERROR_COMMUNICATION: return "communication error";
@@ -48,7 +60,7 @@ const char* distattn_status_string(distattn_status status) {
 
 int distattn_has_dtype(distattn_dtype dtype) {
   const bool cuda = distattn_is_cuda_build() != 0;
-  switch (dtype) {
+  switch (enum_value(dtype)) {
     case DISTATTN_FP32: return 1;
     case DISTATTN_FP64: return cuda ? 0 : 1;
     case DISTATTN_FP16: return cuda && DistAttn::compat::has_half ? 1 : 0;

@@ -2,8 +2,11 @@
  * forward and backward of every executor kind, fp32 and fp64, against a naive
  * float64 reference of the gathered sequence, with q/dq in a strided
  * [batch, heads, seq, dim] layout; then the error paths (a bad config on every
- * rank or on one rank only, a NULL tensor on one rank, a host stream, an
- * unavailable dtype), each of which must fail on every rank, naming the argument.
+ * rank or on one rank only, a NULL tensor or 'out' on one rank, a host stream, an
+ * unavailable dtype, enum fields outside their enumeration, MPI handles MPI does
+ * not know, each agreed config field differing on one rank, ranks in different
+ * calls), each of which must fail on every rank, naming the argument (and the
+ * rank, or the field and the ranks' values).
  * Fresh random inputs each run (the seed is printed). Exit status 1 on any failure. */
 
 /* mpi.h first: distattn.h then offers distattn_comm_create_mpi(MPI_Comm, ...). */
@@ -356,6 +359,160 @@ static void check_errors(distattn_comm comm) {
   distattn_attention_destroy(attn);
 }
 
+/* ---- issue #35: every collective entry agrees before it acts ------------------- */
+
+static void expect_error_naming_rank(distattn_status got, distattn_status want, const char* needle, int bad_rank,
+                                     const char* what) {
+  char who[32];
+  snprintf(who, sizeof who, "rank %d", bad_rank);
+  expect_error(got, want, needle, what);
+  CHECK(strstr(distattn_last_error(), who) != NULL, "%s: message does not name '%s': %s", what, who,
+        distattn_last_error());
+}
+
+/* Perturbs field `i` of a small_config() to another valid value; returns its name (NULL past the last). */
+static const char* perturb(distattn_attention_config* c, int i) {
+  switch (i) {
+    case 0: c->executor = DISTATTN_RING_BALANCED; return "executor";
+    case 1: c->dtype = DISTATTN_FP64; return "dtype";
+    case 2: c->batch = 2; return "batch";
+    case 3: c->local_seq = 6; return "local_seq";
+    case 4: c->heads = 4; return "heads";
+    case 5: c->kv_heads = 1; return "kv_heads";
+    case 6: c->head_dim = 16; return "head_dim";
+    case 7: c->causal = 0; return "causal";
+    case 8: c->scale = 0.5; return "scale";
+    case 9: c->grid_rows = 1; return "grid_rows";
+    case 10: c->grid_cols = 1; return "grid_cols";
+    case 11: c->ulysses_degree = 1; return "ulysses_degree";
+    case 12: c->hybrid_inner = DISTATTN_RING_BALANCED; return "hybrid_inner";
+    case 13: c->head_group = 1; return "head_group";
+    default: return NULL;
+  }
+}
+
+static void check_agreement(distattn_comm comm) {
+  const int last = size_ - 1;
+  distattn_attention attn = NULL;
+  distattn_attention_config cfg = small_config();
+  distattn_status st;
+  distattn_comm c2 = NULL;
+
+  /* 'out' NULL on one rank only: every rank fails, naming the rank and 'out' (the others
+   * used to wait in the agreement until the communicator's timeout aborted the job). */
+  st = distattn_attention_create(comm, &cfg, rank_ == last ? NULL : &attn);
+  expect_error_naming_rank(st, DISTATTN_ERROR_INVALID_ARGUMENT, "'out'", last, "create: out NULL on the last rank");
+  CHECK(attn == NULL, "a failed create must leave *out NULL");
+  st = distattn_comm_create_mpi(MPI_COMM_WORLD, rank_ == 0 ? NULL : &c2);
+  expect_error_naming_rank(st, DISTATTN_ERROR_INVALID_ARGUMENT, "'out'", 0, "comm_create: out NULL on rank 0");
+  CHECK(c2 == NULL, "a failed comm_create must leave *out NULL");
+  distattn_comm_destroy(c2);
+
+  /* Handles MPI does not know: an error status, not MPI's fatal error handler. */
+  MPI_Comm freed;
+  MPI_Comm_dup(MPI_COMM_WORLD, &freed);
+  const int64_t freed_f = (int64_t)MPI_Comm_c2f(freed);
+  MPI_Comm_free(&freed);
+  const int64_t bad_handles[] = {12345, -7, ((int64_t)1 << 32) + (int64_t)MPI_Comm_c2f(MPI_COMM_WORLD), freed_f,
+                                 (int64_t)MPI_Comm_c2f(MPI_COMM_NULL)};
+  for (size_t i = 0; i < sizeof bad_handles / sizeof *bad_handles; ++i) {
+    char what[64];
+    snprintf(what, sizeof what, "Fortran handle %lld", (long long)bad_handles[i]);
+    c2 = NULL;
+    expect_error(distattn_comm_create_mpi_f(bad_handles[i], &c2), DISTATTN_ERROR_INVALID_ARGUMENT,
+                 "mpi_fortran_handle", what);
+    CHECK(c2 == NULL, "%s: *out must stay NULL", what);
+  }
+
+  /* Enum fields holding values outside their enumeration (C allows storing them). */
+  const int bad_enums[] = {99, -1};
+  for (int i = 0; i < 2; ++i) {
+    char needle[64], what[64];
+    cfg = small_config();
+    cfg.executor = (distattn_executor)bad_enums[i];
+    snprintf(needle, sizeof needle, "config->executor = %d", bad_enums[i]);
+    snprintf(what, sizeof what, "executor = %d", bad_enums[i]);
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, needle, what);
+    cfg = small_config();
+    cfg.dtype = (distattn_dtype)bad_enums[i];
+    snprintf(needle, sizeof needle, "config->dtype = %d", bad_enums[i]);
+    snprintf(what, sizeof what, "dtype = %d", bad_enums[i]);
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, needle, what);
+    cfg = small_config();
+    cfg.executor = DISTATTN_HYBRID;
+    cfg.hybrid_inner = (distattn_executor)bad_enums[i];
+    snprintf(needle, sizeof needle, "config->hybrid_inner = %d", bad_enums[i]);
+    snprintf(what, sizeof what, "hybrid_inner = %d", bad_enums[i]);
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, needle, what);
+    CHECK(distattn_has_dtype((distattn_dtype)bad_enums[i]) == 0, "has_dtype(%d) must be 0", bad_enums[i]);
+    CHECK(strcmp(distattn_status_string((distattn_status)bad_enums[i]), "unknown status") == 0,
+          "status_string(%d): %s", bad_enums[i], distattn_status_string((distattn_status)bad_enums[i]));
+  }
+  cfg = small_config();
+  if (rank_ == last) cfg.executor = (distattn_executor)99;
+  expect_error_naming_rank(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT,
+                           "config->executor = 99", last, "executor = 99 on the last rank");
+
+  if (size_ > 1) {
+    /* Every field that changes results is agreed: one rank differing in it fails on every
+     * rank with a message naming the field and that rank, not every rank's whole config. */
+    for (int i = 0;; ++i) {
+      cfg = small_config();
+      const char* name = perturb(&cfg, i);
+      if (!name) break;
+      if (rank_ != last) cfg = small_config();
+      char needle[64], what[64];
+      snprintf(needle, sizeof needle, "config->%s", name);
+      snprintf(what, sizeof what, "%s differs on the last rank", name);
+      expect_error_naming_rank(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT,
+                               needle, last, what);
+      CHECK(strstr(distattn_last_error(), "api_version") == NULL, "%s: the message lists unchanged fields: %s",
+            what, distattn_last_error());
+    }
+    /* The softmax scale, with the ranks' values; enums by their names. */
+    cfg = small_config();
+    cfg.scale = rank_ == last ? 0.5 : 0.25;
+    expect_error_naming_rank(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT,
+                             "config->scale", last, "scale 0.5 on the last rank, 0.25 elsewhere");
+    {
+      char theirs[32];
+      snprintf(theirs, sizeof theirs, "0.5 on rank %d", last);
+      CHECK(strstr(distattn_last_error(), theirs) && strstr(distattn_last_error(), "0.25 on rank"),
+            "scale: the message must give both values and their ranks: %s", distattn_last_error());
+    }
+    cfg = small_config();
+    if (rank_ == last) cfg.executor = DISTATTN_RING_BALANCED;
+    distattn_attention_create(comm, &cfg, &attn);
+    CHECK(strstr(distattn_last_error(), "DISTATTN_RING_BALANCED") && strstr(distattn_last_error(), "DISTATTN_RING_ZIGZAG"),
+          "executor: the message must name the values: %s", distattn_last_error());
+
+    /* Not agreed: memory_limit_bytes (a per-rank bound) and the sign of a zero scale. */
+    cfg = small_config();
+    if (rank_ == last) cfg.memory_limit_bytes = (size_t)1 << 30, cfg.scale = -0.0;
+    st = distattn_attention_create(comm, &cfg, &attn);
+    CHECK(st == DISTATTN_SUCCESS, "memory_limit_bytes and the sign of scale differing per rank: %s", distattn_last_error());
+    if (st == DISTATTN_SUCCESS) {
+      /* Ranks in different calls on one attention: an error naming both. */
+      const size_t n = 1 * 4 * 2 * 8;
+      float *buf = calloc(10 * n, sizeof(float)), *lse = calloc(8, sizeof(float));
+      distattn_tensor t[9], l = {lse, {1, 2, 4}, {0}};
+      for (int j = 0; j < 9; ++j) {
+        distattn_tensor x = {buf + (size_t)j * n, {1, 4, 2, 8}, {0}};
+        t[j] = x;
+      }
+      if (rank_ == 0)
+        st = distattn_attention_forward(attn, &t[0], &t[1], &t[2], &t[3], &l, NULL);
+      else
+        st = distattn_attention_backward(attn, &t[0], &t[1], &t[2], &t[3], &t[4], &l, &t[5], &t[6], &t[7], NULL);
+      expect_error(st, DISTATTN_ERROR_INVALID_ARGUMENT, "distattn_attention_backward", "forward on rank 0, backward elsewhere");
+      CHECK(strstr(distattn_last_error(), "distattn_attention_forward"), "the message must name both calls: %s",
+            distattn_last_error());
+      free(buf), free(lse);
+      distattn_attention_destroy(attn);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -387,6 +544,7 @@ int main(int argc, char** argv) {
     check_executor(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, fp64, 0);
   }
   check_errors(comm);
+  check_agreement(comm);
 
   distattn_comm_destroy(comm);
   CHECK(distattn_finalize() == DISTATTN_SUCCESS, "finalize: %s", distattn_last_error());

@@ -7,6 +7,21 @@
  * distattn_last_error() holds a message (thread-local) naming the function and
  * the offending argument. No C++ exception crosses this boundary.
  *
+ * Collective calls (distattn_comm_create_mpi_f / _nccl, distattn_attention_create,
+ * _forward, _backward) check their arguments on each rank, then agree (one small
+ * all-gather over the communicator) before acting: a bad argument on any rank
+ * fails the call on every rank with the same status and a message naming that
+ * rank and the argument; differing configs fail naming the fields and each
+ * rank's value; ranks in different calls fail naming the calls. What has no
+ * group to agree over fails on the calling rank only: a NULL or destroyed handle
+ * (comm, attn), a Fortran handle MPI does not know, MPI not initialized,
+ * distattn_comm_create_nccl_id's arguments, and NCCL calls before
+ * distattn_initialize. The other ranks then wait in their call: in DistAttn's
+ * agreement until the communicator's timeout (DISTATTN_COMM_TIMEOUT, 30 s), which
+ * aborts the job unless DISTATTN_COMM_TIMEOUT_POLICY=throw (then
+ * DISTATTN_ERROR_COMMUNICATION); in ncclCommInitRank as NCCL decides. The other
+ * calls do not agree: they check their arguments on the calling rank only.
+ *
  * Lifetime:
  *   distattn_initialize()                    Kokkos, once per process (after MPI_Init when MPI is used)
  *   distattn_comm_create_mpi[_f] / _nccl*    a communicator (collective)
@@ -70,7 +85,10 @@ typedef struct distattn_comm_s* distattn_comm;
 typedef struct distattn_attention_s* distattn_attention;
 
 /* What distattn_attention_create builds. Fill with
- * distattn_attention_config_init, then set the extents. */
+ * distattn_attention_config_init, then set the extents. Every rank passes the
+ * same values, compared bit for bit (scale: -0 as 0), except memory_limit_bytes,
+ * a bound on each rank's own workspace (the executors agree on the head group it
+ * leads to). An enum field holding a value outside its enumeration is an error. */
 typedef struct distattn_attention_config {
   int api_version; /* DISTATTN_C_API_VERSION, set by config_init */
   distattn_executor executor;
@@ -122,14 +140,21 @@ DISTATTN_C_EXPORT distattn_status distattn_finalize(void);
 /* ---- communicators (collective over their group) ---------------------------- */
 /* From the Fortran handle of an MPI communicator (MPI_Comm_c2f(comm); mpi4py:
  * comm.py2f()), which keeps this header free of mpi.h. The communicator is
- * duplicated: the caller's stays the caller's. */
+ * duplicated: the caller's stays the caller's. An intracommunicator only. A
+ * handle MPI does not know (outside MPI_Fint, freed, not a communicator's) is an
+ * error on the calling rank alone, never MPI's fatal error handler: it is probed
+ * with MPI_ERRORS_RETURN set on MPI_COMM_WORLD and MPI_COMM_SELF, and the
+ * agreement runs with it set on the caller's communicator, each restored after
+ * (do not change those error handlers from another thread meanwhile). */
 DISTATTN_C_EXPORT distattn_status distattn_comm_create_mpi_f(int64_t mpi_fortran_handle, distattn_comm* out);
 /* NCCL (CUDA builds with NCCL): wrap an existing ncclComm_t (not owned; it
- * must outlive the communicator and every attention made with it). */
+ * must outlive the communicator and every attention made with it). Collective:
+ * the ranks agree over it. */
 DISTATTN_C_EXPORT distattn_status distattn_comm_create_nccl(void* nccl_comm, distattn_comm* out);
 /* NCCL without MPI: rank 0 calls distattn_nccl_unique_id, the id reaches
  * every rank by any means (e.g. torch.distributed.broadcast), then every rank
- * calls distattn_comm_create_nccl_id on the current CUDA device. Owning. */
+ * calls distattn_comm_create_nccl_id on the current CUDA device. Owning. Its
+ * arguments are checked on each rank alone (there is no communicator yet). */
 DISTATTN_C_EXPORT size_t distattn_nccl_unique_id_bytes(void);
 DISTATTN_C_EXPORT distattn_status distattn_nccl_unique_id(void* id, size_t id_bytes);
 DISTATTN_C_EXPORT distattn_status distattn_comm_create_nccl_id(const void* id, size_t id_bytes, int nranks,
@@ -142,15 +167,16 @@ DISTATTN_C_EXPORT distattn_status distattn_comm_destroy(distattn_comm comm);
 
 /* ---- attention -------------------------------------------------------------- */
 DISTATTN_C_EXPORT distattn_status distattn_attention_config_init(distattn_attention_config* config);
-/* Collective over comm: every rank passes the same config; a bad or mismatched
- * config fails on every rank with the same status. */
+/* Collective over comm: every rank passes the same config (see
+ * distattn_attention_config); a bad or mismatched config, or a NULL config or
+ * out, on any rank fails on every rank with the same status. */
 DISTATTN_C_EXPORT distattn_status distattn_attention_create(distattn_comm comm,
                                                             const distattn_attention_config* config,
                                                             distattn_attention* out);
 DISTATTN_C_EXPORT distattn_status distattn_attention_destroy(distattn_attention attn);
 /* positions[i]: the global position (0-based, in the sequence of local_seq x
  * ranks tokens) of local row i of `rank`, for i < local_seq: how callers shard
- * and gather. */
+ * and gather. Local (no communication). */
 DISTATTN_C_EXPORT distattn_status distattn_attention_positions(distattn_attention attn, int rank, int64_t* positions);
 
 /* Forward: o and lse from q, k, v. `stream` is a cudaStream_t on CUDA builds
