@@ -270,6 +270,10 @@ distattn_status distattn_attention_destroy(distattn_attention attn) {
   return guarded([&] { delete attn; });
 }
 
+distattn_status distattn_attention_invalidate_saved(distattn_attention attn) {
+  return guarded([&] { checked(attn, "distattn_attention_invalidate_saved").invalidate_saved_inputs(); });
+}
+
 distattn_status distattn_attention_positions(distattn_attention attn, int rank, int64_t* positions) {
   return guarded([&] {
     constexpr const char* where = "distattn_attention_positions";

@@ -182,6 +182,7 @@ class TypedAttention final : public Attention {
 
   std::int64_t position(int rank, std::int64_t i) const override { return position_(*exec_, rank, i); }
   int comm_size() const override { return comm_->size(); }
+  void invalidate_saved_inputs() override { exec_->invalidate_saved_inputs(); }
   std::int64_t local_seq() const override { return cfg_.local_seq; }
 
   void forward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v, const distattn_tensor& o,

@@ -39,6 +39,7 @@ class Attention {
   virtual ~Attention() = default;
   virtual std::int64_t position(int rank, std::int64_t i) const = 0;
   virtual int comm_size() const = 0;
+  virtual void invalidate_saved_inputs() = 0;
   virtual std::int64_t local_seq() const = 0;
   virtual void forward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v,
                        const distattn_tensor& o, const distattn_tensor& lse, void* stream) = 0;

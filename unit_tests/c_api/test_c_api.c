@@ -179,8 +179,12 @@ static const char* executor_name(distattn_executor e) {
 }
 
 /* One forward + backward of `executor` against the reference. */
-static void check_executor(distattn_comm comm, distattn_executor executor, distattn_executor inner, int fp64,
-                           int causal) {
+/* With `stale`, the handle that runs the backward saw other data in the same
+ * buffers in its last forward (the caller recomputed new inputs in place), and
+ * the forward of the data it differentiates ran on a second handle: the
+ * backward must still be that of the new data. */
+static void check_executor_case(distattn_comm comm, distattn_executor executor, distattn_executor inner, int fp64,
+                                int causal, int stale) {
   const int B = 2, c = 4, H = 6, D = 8, N = c * size_;
   /* Ulysses splits heads over the ranks: one K/V head divides every rank count. */
   const int Hkv = executor >= DISTATTN_ULYSSES ? 1 : 3;
@@ -211,6 +215,12 @@ static void check_executor(distattn_comm comm, distattn_executor executor, dista
                dout = alloc_local(nq, eb, row_major_q), dq = alloc_local(nq, eb, heads_first),
                dk = alloc_local(nk, eb, row_major_k), dv = alloc_local(nk, eb, row_major_k);
   void* lse = calloc((size_t)B * H * c, eb); /* LSE is fp32 for fp32, fp64 for fp64 */
+  distattn_attention first = NULL; /* with `stale`: the handle that saw the old data */
+  if (stale) {
+    first = attn;
+    st    = distattn_attention_create(comm, &cfg, &attn);
+    CHECK(st == DISTATTN_SUCCESS, "create a second %s: %s", executor_name(executor), distattn_last_error());
+  }
   scatter(&q, fp64, p.q, pos, B, c, N, H, D);
   scatter(&k, fp64, p.k, pos, B, c, N, Hkv, D);
   scatter(&v, fp64, p.v, pos, B, c, N, Hkv, D);
@@ -224,8 +234,27 @@ static void check_executor(distattn_comm comm, distattn_executor executor, dista
   distattn_tensor to = {o.data, SHAPE_Q, {0}}, tdo = {dout.data, SHAPE_Q, {0}}, tl = {lse, {B, H, c}, {0}};
   distattn_tensor tdq = {dq.data, SHAPE_Q, HEADS_FIRST}, tdk = {dk.data, SHAPE_K, {0}}, tdv = {dv.data, SHAPE_K, {0}};
 
+  if (stale) {
+    /* `first` keeps what it derived from old data in these very buffers; then
+     * the caller computes the new data into them. */
+    problem old = make_problem(B, N, H, Hkv, D, causal);
+    scatter(&q, fp64, old.q, pos, B, c, N, H, D);
+    scatter(&k, fp64, old.k, pos, B, c, N, Hkv, D);
+    scatter(&v, fp64, old.v, pos, B, c, N, Hkv, D);
+    free_problem(&old);
+    st = distattn_attention_forward(first, &tq, &tk, &tv, &to, &tl, NULL);
+    CHECK(st == DISTATTN_SUCCESS, "forward (old data) %s: %s", executor_name(executor), distattn_last_error());
+    scatter(&q, fp64, p.q, pos, B, c, N, H, D);
+    scatter(&k, fp64, p.k, pos, B, c, N, Hkv, D);
+    scatter(&v, fp64, p.v, pos, B, c, N, Hkv, D);
+  }
   st = distattn_attention_forward(attn, &tq, &tk, &tv, &to, &tl, NULL);
   CHECK(st == DISTATTN_SUCCESS, "forward %s: %s", executor_name(executor), distattn_last_error());
+  if (stale) {
+    /* ...and differentiates the new data. */
+    CHECK(distattn_attention_destroy(attn) == DISTATTN_SUCCESS, "destroy: %s", distattn_last_error());
+    attn = first;
+  }
   st = distattn_attention_backward(attn, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv, NULL);
   CHECK(st == DISTATTN_SUCCESS, "backward %s: %s", executor_name(executor), distattn_last_error());
 
@@ -246,19 +275,25 @@ static void check_executor(distattn_comm comm, distattn_executor executor, dista
                          rel_error(&dv, fp64, p.dv, pos, B, c, N, Hkv, D)};
   const char* names[5] = {"O", "LSE", "dQ", "dK", "dV"};
   for (int x = 0; x < 5; ++x)
-    CHECK(err[x] <= tol, "%s%s%s %s causal=%d: %s rel_error %.3e > %.1e", executor_name(executor),
+    CHECK(err[x] <= tol, "%s%s%s %s causal=%d%s: %s rel_error %.3e > %.1e", executor_name(executor),
           executor == DISTATTN_HYBRID ? "/" : "", executor == DISTATTN_HYBRID ? executor_name(inner) : "",
-          fp64 ? "fp64" : "fp32", causal, names[x], err[x], tol);
+          fp64 ? "fp64" : "fp32", causal, stale ? " (inputs recomputed in place)" : "", names[x], err[x], tol);
   if (rank_ == 0)
-    printf("%-10s%-10s %s causal=%d  rel_error O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e\n", executor_name(executor),
-           executor == DISTATTN_HYBRID ? executor_name(inner) : "", fp64 ? "fp64" : "fp32", causal, err[0], err[1],
-           err[2], err[3], err[4]);
+    printf("%-10s%-10s %s causal=%d%s  rel_error O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e\n",
+           executor_name(executor), executor == DISTATTN_HYBRID ? executor_name(inner) : "", fp64 ? "fp64" : "fp32",
+           causal, stale ? " recomputed" : "", err[0], err[1], err[2], err[3], err[4]);
+  CHECK(distattn_attention_invalidate_saved(attn) == DISTATTN_SUCCESS, "invalidate: %s", distattn_last_error());
 
   local_tensor* all[] = {&q, &k, &v, &o, &dout, &dq, &dk, &dv};
   for (size_t i = 0; i < sizeof all / sizeof *all; ++i) free(all[i]->data);
   free(lse);
   CHECK(distattn_attention_destroy(attn) == DISTATTN_SUCCESS, "destroy: %s", distattn_last_error());
   free_problem(&p);
+}
+
+static void check_executor(distattn_comm comm, distattn_executor executor, distattn_executor inner, int fp64,
+                           int causal) {
+  check_executor_case(comm, executor, inner, fp64, causal, 0);
 }
 
 /* ---- error paths: every rank gets the status and a message naming the argument ---- */
@@ -543,6 +578,12 @@ int main(int argc, char** argv) {
     check_executor(comm, DISTATTN_RING_ZIGZAG, DISTATTN_RING_ZIGZAG, fp64, 0);
     check_executor(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, fp64, 0);
   }
+  /* Inputs recomputed in place: the executors that keep forward state for backward. */
+  check_executor_case(comm, DISTATTN_ULYSSES, DISTATTN_RING_ZIGZAG, 1, 1, 1);
+  check_executor_case(comm, DISTATTN_GRID2D_O, DISTATTN_RING_ZIGZAG, 1, 1, 1);
+  check_executor_case(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, 1, 0, 1);
+  check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_GRID2D_O, 1, 1, 1);
+  check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_RING_ZIGZAG, 0, 1, 1);
   check_errors(comm);
   check_agreement(comm);
 

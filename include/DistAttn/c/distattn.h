@@ -174,6 +174,10 @@ DISTATTN_C_EXPORT distattn_status distattn_attention_create(distattn_comm comm,
                                                             const distattn_attention_config* config,
                                                             distattn_attention* out);
 DISTATTN_C_EXPORT distattn_status distattn_attention_destroy(distattn_attention attn);
+/* Drops what the last forward kept for backward (see distattn_attention_backward):
+ * the next backward rebuilds it. Local (no communication); any rank may call it
+ * alone, since the ranks agree on reuse at the next backward. */
+DISTATTN_C_EXPORT distattn_status distattn_attention_invalidate_saved(distattn_attention attn);
 /* positions[i]: the global position (0-based, in the sequence of local_seq x
  * ranks tokens) of local row i of `rank`, for i < local_seq: how callers shard
  * and gather. Local (no communication). */
@@ -187,7 +191,14 @@ DISTATTN_C_EXPORT distattn_status distattn_attention_forward(distattn_attention 
                                                              const distattn_tensor* k, const distattn_tensor* v,
                                                              const distattn_tensor* o, const distattn_tensor* lse,
                                                              void* stream);
-/* Backward: dq, dk, dv (overwritten) from the forward's inputs, o, lse and dO. */
+/* Backward: dq, dk, dv (overwritten) from the forward's inputs, o, lse and dO.
+ * Saved inputs: Ulysses, the hybrid and Attention2D keep what their forward
+ * derived from q, k, v (their head-side or permuted copies) and reuse it in
+ * backward only when every rank passes the same tensors with unchanged content
+ * (a content fingerprint of the inputs is taken in forward and compared in
+ * backward): new data computed into the forward's buffers is always seen.
+ * distattn_attention_invalidate_saved drops the kept state outright, sparing
+ * that comparison's read when the caller knows the inputs changed. */
 DISTATTN_C_EXPORT distattn_status distattn_attention_backward(
     distattn_attention attn, const distattn_tensor* q, const distattn_tensor* k, const distattn_tensor* v,
     const distattn_tensor* o, const distattn_tensor* dout, const distattn_tensor* lse, const distattn_tensor* dq,

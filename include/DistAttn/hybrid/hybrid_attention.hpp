@@ -182,6 +182,13 @@ class HybridAttention {
   std::size_t held_bytes() const { return x_.held_bytes() + (a2d_ ? a2d_->held_bytes() : ring_->held_bytes()); }
 
   const UlyssesStats& stats() const { return rec_.stats(); }
+  /// Forget the head-side q, k, v, O and LSE saved by forward (the next backward
+  /// rebuilds them). Not needed for safety (backward checks the inputs' content),
+  /// but saves that check's read when the caller knows the inputs changed.
+  void invalidate_saved_inputs() {
+    saved_.clear();
+    if (a2d_) a2d_->invalidate_saved_inputs();
+  }
   int ulysses_degree() const { return U_; }
   int sequence_degree() const { return S_; }
   const UlyssesHeads& heads() const { return x_.heads(); }
