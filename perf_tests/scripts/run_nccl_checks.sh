@@ -18,7 +18,7 @@ CACHE="$BUILD_DIR/CMakeCache.txt"
 [ -f "$CACHE" ] || { echo "error: $CACHE not found: not a CMake build directory" >&2; exit 2; }
 
 # NVLink multicast (NVLS) must stay off: on a shared host it can put the GPUs out
-# of service. DistAttn also sets NCCL_NVLS_ENABLE=0 itself when it is unset.
+# of service. The library leaves the environment to its caller, so the script sets it.
 export NCCL_NVLS_ENABLE=0
 export TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if [ "$(id -u)" -eq 0 ]; then
