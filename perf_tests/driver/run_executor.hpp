@@ -79,6 +79,9 @@ struct ExecutorRun {
   /// model): its label, and a function returning the failures on this rank.
   std::string after_label;
   std::function<int(const Stats& fwd, const Stats& bwd)> after;
+  /// Called after every pass (`backward` tells which) with the executor that ran
+  /// it, e.g. to note what the pass chose (its kv heads per pass); optional.
+  std::function<void(const E&, bool backward)> after_pass;
   /// --fit: the schedule's unit, rows and leanest workspace at any length.
   FitModel fit;
 };
@@ -144,10 +147,12 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
       MPI_Barrier(mpi);
       e.forward(q, k, v, o_, lse_);
       sf = e.stats();
+      if (run.after_pass) run.after_pass(e, false);
       if (o.backward) {
         MPI_Barrier(mpi);
         e.backward(q, k, v, out, dout, lse, dq_, dk_, dv_);
         sb = e.stats();
+        if (run.after_pass) run.after_pass(e, true);
       }
       // A pass of a shape seen before allocates nothing, so the first forward and
       // backward reach the peak; later passes run without the allocation hook, which
