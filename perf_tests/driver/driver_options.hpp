@@ -4,6 +4,8 @@
 #include "common/args.hpp"
 #include "common/machine_args.hpp"
 
+#include <cctype>
+#include <cstdlib>
 #include <ostream>
 #include <string>
 
@@ -32,7 +34,27 @@ struct Options {
   bool check_finite = false;  // executors scan their inputs for NaN/Inf on every pass
   std::string json;           // write the results to this file (rank 0)
   double progress_s = 10.0;   // seconds between progress lines on stderr (0: none)
+  int test_stop_rank = -1;    // DISTATTN_DRIVER_TEST_FAULT=stop:R (tests only; see test_fault)
 };
+
+/// Faults the driver's own tests inject through the environment (no option: they
+/// are not part of the interface). DISTATTN_DRIVER_TEST_FAULT=stop:R makes rank R
+/// stop itself (SIGSTOP) after its first forward and backward, before the driver's
+/// next collective: the other ranks must then end the job with a message naming R.
+inline void read_test_fault(Options& o) {
+  const char* v = std::getenv("DISTATTN_DRIVER_TEST_FAULT");
+  if (v == nullptr || *v == 0) return;
+  const std::string s = v;
+  std::size_t used    = 0;
+  try {
+    if (s.rfind("stop:", 0) == 0 && s.size() > 5 && std::isdigit(static_cast<unsigned char>(s[5])))
+      o.test_stop_rank = std::stoi(s.substr(5), &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || 5 + used != s.size())
+    throw InvalidArgument("environment variable DISTATTN_DRIVER_TEST_FAULT='" + s + "' is not stop:RANK");
+}
 
 /// "RxC" with R, C >= 1.
 inline std::string check_grid(const std::string& g) {
@@ -125,6 +147,7 @@ inline Options parse_options(int argc, char** argv) {
   add_options(app, o, causal);
   o.help   = !Perf::parse_command_line(app, argc, argv);
   o.causal = causal != 0;
+  read_test_fault(o);
   if (app.count("--kv-heads") == 0) o.kv_heads = o.heads < 2 ? o.heads : 2;
   if (o.heads % o.kv_heads != 0)
     throw InvalidArgument("--kv-heads " + std::to_string(o.kv_heads) + " must divide --heads " +

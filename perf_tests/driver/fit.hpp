@@ -12,8 +12,6 @@
 #include <DistAttn/core/kokkos_compat.hpp>
 #include <DistAttn/core/types.hpp>
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -60,22 +58,15 @@ std::size_t driver_tensor_bytes(const Options& o, long n) {
 /// Prints, on rank 0, the longest multiple of the model's unit whose tensors and
 /// workspace fit on every rank, and what it needs. Returns 0 (2 when nothing fits).
 template <class T>
-int report_fit(const Options& o, const FitModel& m, MPI_Comm mpi) {
-  int rank = 0;
-  MPI_Comm_rank(mpi, &rank);
+int report_fit(const Options& o, const FitModel& m, Sync& sync) {
+  const int rank            = sync.rank();
   const std::size_t usable  = DistAttn::Impl::usable_bytes<Mem>(0, 0);
   const bool known          = usable != compat::kUnknownFreeMemory;
-  int all_known             = known ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &all_known, 1, MPI_INT, MPI_MIN, mpi);
-  if (!all_known)
-    throw InvalidArgument("--fit: this build's memory space has no free-memory query; set DISTATTN_MEMORY_LIMIT "
+  if (sync.min(known ? 1 : 0, "--fit's agreement on the memory query") == 0)
+    throw AgreedError("--fit: this build's memory space has no free-memory query; set DISTATTN_MEMORY_LIMIT "
                           "(bytes per rank) to ask what fits in that much");
   auto need = [&](long S) { return driver_tensor_bytes<T>(o, m.rows_at(S)) + m.workspace_at(S).bytes; };
-  auto fits = [&](long S) {
-    int ok = need(S) <= usable ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, mpi);
-    return ok == 1;
-  };
+  auto fits = [&](long S) { return sync.min(need(S) <= usable ? 1 : 0, "--fit's search") == 1; };
   // Doubling, then bisection over multiples of the unit; need grows with S. The
   // executors take int extents, so the search stops below 2^31 tokens.
   const long cap = long(std::numeric_limits<int>::max()) / m.unit * m.unit;
@@ -87,8 +78,7 @@ int report_fit(const Options& o, const FitModel& m, MPI_Comm mpi) {
     if (mid <= lo) break;
     (fits(mid) ? lo : hi) = mid;
   }
-  std::uint64_t least = usable;
-  MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_UINT64_T, MPI_MIN, mpi);
+  const std::uint64_t least = sync.min(std::uint64_t(usable), "--fit's least usable memory");
   if (rank == 0) {
     const double GiB = double(1ull << 30);
     std::printf("# fit %s: usable memory per rank (least of the ranks) %.3f GiB (%llu bytes)\n", o.schedule.c_str(),

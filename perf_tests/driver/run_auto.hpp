@@ -4,10 +4,9 @@
 // with its predicted times and the first choice the driver can run is run.
 
 #include "driver_options.hpp"
+#include "sync.hpp"
 
 #include <DistAttn/schedule/cost_model.hpp>
-
-#include <mpi.h>
 
 #include <cstdio>
 #include <string>
@@ -37,13 +36,11 @@ inline bool driver_runs(const ExecutorChoice& c, long N, int P) {
 }
 
 /// The ranking for this job, printed on rank 0; returns the options of the choice to run.
-inline Options choose_schedule(const Options& o, MPI_Comm comm) {
+inline Options choose_schedule(const Options& o, Sync& comm) {
   DISTATTN_REQUIRE(!o.machine.tiles.empty(), "distattn-run",
                    "--schedule auto needs --tiles FILE, the cost model's tile table for this device "
                    "(perf_tests/data/tiles_*.txt, or measure one with cost_calibrate)");
-  int P = 1, rank = 0;
-  MPI_Comm_size(comm, &P);
-  MPI_Comm_rank(comm, &rank);
+  const int P = comm.size(), rank = comm.rank();
   AttnProblem pr;
   pr.batch = o.batch, pr.seq_len = o.seq, pr.heads = o.heads, pr.kv_heads = o.kv_heads, pr.head_dim = o.dim;
   pr.dtype = o.dtype, pr.causal = o.causal;

@@ -36,7 +36,7 @@ inline GridShape parse_grid(const std::string& s) {
 }
 
 template <class T, class CommSpace>
-int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, const Exec& compute, MPI_Comm mpi) {
+int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, const Exec& compute, Sync& sync) {
   using Acc    = accum_t<T>;
   using A2D    = Grid2DAttention<T, CommSpace, Exec>;
   const int P  = world.size(), rank = world.rank();
@@ -118,23 +118,23 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
       return mismatch;
     };
   }
-  return run_executor<T>(o, run, compute, mpi);
+  return run_executor<T>(o, run, compute, sync);
 }
 
 /// Attention2D run of distattn-run for element type T.
 template <class T>
-int run_grid2d(const Options& o, MPI_Comm mpi) {
+int run_grid2d(const Options& o, Sync& sync) {
   // Two instances: transfers on one, block calls on the other (distinct streams on GPUs).
-  return with_communicator(o, mpi, [&](auto& comm, const Exec& compute) { return run_grid2d_with<T>(o, comm, compute, mpi); });
+  return with_communicator(o, sync, [&](auto& comm, const Exec& compute) { return run_grid2d_with<T>(o, comm, compute, sync); });
 }
 
 /// Attention2D run of distattn-run, element type from --dtype.
-inline int run_grid2d(const Options& o, MPI_Comm mpi) {
-  if (o.dtype == "float") return run_grid2d<float>(o, mpi);
-  if (o.dtype == "double") return run_grid2d<double>(o, mpi);
+inline int run_grid2d(const Options& o, Sync& sync) {
+  if (o.dtype == "float") return run_grid2d<float>(o, sync);
+  if (o.dtype == "double") return run_grid2d<double>(o, sync);
 #if defined(KOKKOS_ENABLE_CUDA)
-  if (o.dtype == "bf16" && compat::has_bhalf) return run_grid2d<compat::bhalf_t>(o, mpi);
-  if (o.dtype == "fp16" && compat::has_half) return run_grid2d<compat::half_t>(o, mpi);
+  if (o.dtype == "bf16" && compat::has_bhalf) return run_grid2d<compat::bhalf_t>(o, sync);
+  if (o.dtype == "fp16" && compat::has_half) return run_grid2d<compat::half_t>(o, sync);
 #endif
   throw InvalidArgument("--dtype '" + o.dtype + "' is not available in this build");
 }
