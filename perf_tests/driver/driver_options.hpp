@@ -34,26 +34,31 @@ struct Options {
   bool check_finite = false;  // executors scan their inputs for NaN/Inf on every pass
   std::string json;           // write the results to this file (rank 0)
   double progress_s = 10.0;   // seconds between progress lines on stderr (0: none)
-  int test_stop_rank = -1;    // DISTATTN_DRIVER_TEST_FAULT=stop:R (tests only; see test_fault)
+  int test_stop_rank = -1;    // DISTATTN_DRIVER_TEST_FAULT=stop:R (tests only; see read_test_fault)
+  int test_failures  = 0;     // DISTATTN_DRIVER_TEST_FAULT=fail:N
 };
 
 /// Faults the driver's own tests inject through the environment (no option: they
-/// are not part of the interface). DISTATTN_DRIVER_TEST_FAULT=stop:R makes rank R
-/// stop itself (SIGSTOP) after its first forward and backward, before the driver's
-/// next collective: the other ranks must then end the job with a message naming R.
+/// are not part of the interface), DISTATTN_DRIVER_TEST_FAULT=
+///   stop:R  rank R stops itself (SIGSTOP) after its first forward and backward,
+///           before the driver's next collective: the others must end the job, naming R;
+///   fail:N  the run counts N more failures, as if N comparisons had failed.
 inline void read_test_fault(Options& o) {
   const char* v = std::getenv("DISTATTN_DRIVER_TEST_FAULT");
   if (v == nullptr || *v == 0) return;
   const std::string s = v;
-  std::size_t used    = 0;
+  const auto colon    = s.find(':');
+  const std::string kind = s.substr(0, colon), number = colon == std::string::npos ? "" : s.substr(colon + 1);
+  std::size_t used = 0;
+  int n            = -1;
   try {
-    if (s.rfind("stop:", 0) == 0 && s.size() > 5 && std::isdigit(static_cast<unsigned char>(s[5])))
-      o.test_stop_rank = std::stoi(s.substr(5), &used);
+    if (!number.empty() && std::isdigit(static_cast<unsigned char>(number[0]))) n = std::stoi(number, &used);
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || 5 + used != s.size())
-    throw InvalidArgument("environment variable DISTATTN_DRIVER_TEST_FAULT='" + s + "' is not stop:RANK");
+  if (used == 0 || used != number.size() || (kind != "stop" && kind != "fail"))
+    throw InvalidArgument("environment variable DISTATTN_DRIVER_TEST_FAULT='" + s + "' is not stop:RANK or fail:COUNT");
+  (kind == "stop" ? o.test_stop_rank : o.test_failures) = n;
 }
 
 /// "RxC" with R, C >= 1.

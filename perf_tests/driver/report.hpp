@@ -103,8 +103,10 @@ struct RunResult {
   Json doc     = Json::object();              ///< rank 0: filled by the runner (ranks, check, ...)
 };
 
-/// Rank 0 prints the verdict line and writes --json; returns 1 there if the file
-/// could not be written. Call on every rank.
+/// Rank 0 prints the verdict line and writes --json. Call on every rank; returns
+/// this rank's exit status: 1 on rank 0 when the run failed (any check or model
+/// mismatch; a count would wrap around at 256) or the file could not be written,
+/// else 0.
 inline int finish(const Options& o, int P, RunResult& r, int rank) {
   if (rank != 0) return 0;
   const double tf = r.forward_s.empty() ? 0.0 : Perf::median(r.forward_s);
@@ -120,7 +122,8 @@ inline int finish(const Options& o, int P, RunResult& r, int rank) {
   std::printf("  %s%s\n", checked.c_str(),
               r.failures ? ("; " + std::to_string(r.failures) + " failures").c_str() : "");
   std::fflush(stdout);
-  if (o.json.empty()) return 0;
+  const int status = r.failures > 0 ? 1 : 0;
+  if (o.json.empty()) return status;
   Json& d        = r.doc;
   d["program"]   = "distattn-run";
   d["config"]    = config_json(o, P);
@@ -133,7 +136,7 @@ inline int finish(const Options& o, int P, RunResult& r, int rank) {
   d["verdict"]   = verdict;
   std::ofstream f(o.json);
   f << d.dump(2) << '\n';
-  if (f) return 0;
+  if (f) return status;
   std::fprintf(stderr, "distattn-run: --json: could not write '%s'\n", o.json.c_str());
   return 1;
 }

@@ -272,8 +272,8 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
     rc = sync.value_from_rank(rc, 0, "the wait for rank 0's fp64 check", reference_seconds(o));
   }
   if (run.after && rank == 0) result.doc["model_check"] = {{"what", run.after_label}, {"mismatches", after_failed}};
-  result.failures = rc;
-  return rc + finish(o, sync.size(), result, rank);
+  result.failures = rc + o.test_failures;
+  return finish(o, sync.size(), result, rank);
 }
 
 }  // namespace DistAttn::Driver

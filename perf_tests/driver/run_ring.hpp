@@ -64,8 +64,8 @@ int run_local(const Options& o, Sync& sync) {
   }
   // The other ranks wait while rank 0 runs and checks alone.
   rc = sync.value_from_rank(rc, 0, "the wait for rank 0's --schedule local run", local_run_seconds(o));
-  result.failures = rc;
-  return rc + finish(o, 1, result, rank);
+  result.failures = rc + o.test_failures;
+  return finish(o, 1, result, rank);
 }
 
 template <class T, class CommSpace>
