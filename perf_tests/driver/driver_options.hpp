@@ -125,7 +125,9 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
   app.add_option("--progress", o.progress_s, "seconds between progress lines on stderr from rank 0 (0: none)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
-  app.add_flag("--no-progress{0}", o.progress_s, "no progress lines (same as --progress 0)");
+  // A callback, not add_flag(name, o.progress_s): CLI11 takes a flag bound to a
+  // number for a counter and zeroes it when the flag is defined.
+  app.add_flag_callback("--no-progress", [&o] { o.progress_s = 0; }, "no progress lines (same as --progress 0)");
   app.add_flag("--decompose", o.decompose,
                "also time the schedule with communication disabled and report exposed communication = time - "
                "compute-only time");

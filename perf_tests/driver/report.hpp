@@ -31,7 +31,7 @@ inline Json config_json(const Options& o, int P) {
               {"heads", o.heads},       {"kv_heads", o.kv_heads}, {"dim", o.dim},
               {"causal", o.causal},     {"backward", o.backward}, {"warmup", o.warmup},
               {"iters", o.iters},       {"check", o.check},       {"check_finite", o.check_finite},
-              {"head_group", o.head_group}, {"delay_ms", o.delay_ms},
+              {"head_group", o.head_group}, {"delay_ms", o.delay_ms}, {"progress_s", o.progress_s},
               {"execution_space", Kokkos::DefaultExecutionSpace::name()}};
 }
 
