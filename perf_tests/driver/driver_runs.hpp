@@ -38,6 +38,8 @@ inline int run(const Options& o, Sync& comm) {
   if (o.ranks > 0 && o.ranks != P)
     throw AgreedError("--ranks " + std::to_string(o.ranks) + " but the job has " + std::to_string(P) +
                           " MPI ranks (start it with mpiexec -n " + std::to_string(o.ranks) + ")");
+  // Before any work: rank 0 writes the file at the end.
+  if (!o.json.empty()) comm.agree(rank == 0 ? json_unwritable(o.json) : "", "the check of --json");
   if (o.schedule == "auto") {
     const Options pick = choose_schedule(o, comm);
     return o.predict_only ? 0 : run(pick, comm);

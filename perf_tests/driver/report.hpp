@@ -14,7 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -94,6 +97,24 @@ inline void warn_if_check_is_slow(const Options& o, int rank) {
                  "distattn-run: warning: --check computes the fp64 reference of the whole sequence on rank 0's "
                  "host: about %.0f s (%.2g fp64 FLOP at ~%.0f GFLOP/s) after the timed passes\n",
                  s, reference_flops(o), kReferenceFlopsPerS * 1e-9);
+}
+
+/// Why `path` cannot take the --json file, or "" if it can: checked before the run
+/// (the file is opened for appending, which changes nothing, and removed again if
+/// this made it). A FIFO or socket would block or fail only when written.
+inline std::string json_unwritable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  const std::string name   = "--json '" + path + "'";
+  if (fs::is_directory(st)) return name + " is a directory";
+  if (fs::is_fifo(st) || fs::is_socket(st)) return name + " is a FIFO or socket, not a file";
+  const bool existed = fs::exists(st);
+  errno              = 0;
+  if (!std::ofstream(path, std::ios::app))
+    return name + " cannot be written: " + (errno != 0 ? std::strerror(errno) : "open failed");
+  if (!existed) fs::remove(path, ec);
+  return "";
 }
 
 /// The results of one run as the verdict and the JSON file see them.

@@ -145,7 +145,8 @@ class Sync {
   }
 
   /// A check every rank makes, agreed: when `error` is not empty on some rank,
-  /// every rank throws AgreedError with the first such rank's text, naming it.
+  /// every rank throws AgreedError with the first such rank's text, naming it
+  /// ("rank 0 reports: ...").
   void agree(const std::string& error, const std::string& what) {
     const auto failed = all_gather(std::vector<int>{error.empty() ? 0 : 1}, what);
     const auto first  = std::find(failed.begin(), failed.end(), 1);
@@ -156,7 +157,7 @@ class Sync {
     std::ostringstream os;
     os << "rank " << root;
     if (others > 0) os << " (and " << others << " other rank" << (others > 1 ? "s" : "") << ")";
-    os << ": " << std::string(text.begin(), text.end());
+    os << " reports: " << std::string(text.begin(), text.end());
     throw AgreedError(os.str());
   }
 
