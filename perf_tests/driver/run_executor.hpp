@@ -111,6 +111,7 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   using Stats    = typename ExecutorRun<E>::Stats;
   const int rank = sync.rank();
   if (o.fit) return report_fit<T>(o, run.fit, sync);
+  check_memory_before_allocating<T>(o, run.fit, sync);
   const long N = o.seq, n = run.local_rows;
   // Before the allocation hook: Kokkos reports a tool as loaded once any callback is set.
   Progress progress(o.progress_s, rank == 0);

@@ -18,6 +18,11 @@ int run_local(const Options& o, Sync& sync) {
   using Acc      = accum_t<T>;
   const int rank = sync.rank();
   int rc         = 0;
+  // Rank 0 holds the whole problem's tensors (the building block takes no workspace).
+  FitModel whole;
+  whole.rows_at      = [rank](long S) { return rank == 0 ? S : 0L; };
+  whole.workspace_at = [](long) { return FitWorkspace{}; };
+  check_memory_before_allocating<T>(o, whole, sync);
   RunResult result;
   if (rank == 0) {
     Exec exec;
