@@ -4,7 +4,8 @@
 # then the schedule runs forward and backward at S with the kv heads per pass the
 # fit named, and the library's own allocations (--json lib_peak_bytes) must be the
 # planned workspace plus the entry agreement's small buffers (at most 4 KiB), and
-# the need at S must be within LIMIT while the next length's is not.
+# the need at S must be within LIMIT while the next length's is not. A run at 4 S
+# must then fail before allocating, with S as the longest sequence that fits.
 # Variables: MPIEXEC, NP_FLAG, PREFLAGS (;-list), POSTFLAGS, DRIVER, DRIVER_ARGS (;-list), WORK_DIR, LIMIT.
 include(${CMAKE_CURRENT_LIST_DIR}/DistAttnScriptRun.cmake)
 file(REMOVE_RECURSE "${WORK_DIR}")
@@ -42,5 +43,14 @@ foreach(sched IN ITEMS zigzag balanced grid2d-o ulysses hybrid)
   if(_extra LESS 0 OR _extra GREATER 4096)
     message(FATAL_ERROR "${sched}: at S=${_seq} the library allocated ${_lib} bytes, the fit planned ${_ws}")
   endif()
-  message("${sched}: fits S=${_seq} (${_need} of ${LIMIT} bytes); the run's library peak ${_lib} = plan ${_ws} + ${_extra}")
+  # A run that does not fit fails before allocating, and its hint is the length
+  # just run: the same plan as --fit.
+  math(EXPR _long "${_seq} * 4")
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env DISTATTN_MEMORY_LIMIT=${LIMIT}
+    ${MPIEXEC} ${NP_FLAG} 2 ${PREFLAGS} ${DRIVER} ${POSTFLAGS} --schedule ${sched} ${_shape} --seq ${_long}
+    -w 0 -n 1 ${DRIVER_ARGS} RESULT_VARIABLE _rc OUTPUT_VARIABLE _hint_out ERROR_VARIABLE _hint_err)
+  if(_rc EQUAL 0 OR NOT _hint_err MATCHES "not enough memory for --seq ${_long} [^\n]*the longest sequence that fits is ${_seq} tokens")
+    message(FATAL_ERROR "${sched}: a run at S=${_long} with the same limit must fail, hinting S=${_seq} (exit ${_rc}):\n${_hint_out}\n${_hint_err}")
+  endif()
+  message("${sched}: fits S=${_seq} (${_need} of ${LIMIT} bytes); the run's library peak ${_lib} = plan ${_ws} + ${_extra}; S=${_long} fails hinting S=${_seq}")
 endforeach()

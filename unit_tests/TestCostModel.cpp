@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -543,7 +546,40 @@ TEST(CostModel, TileTableRoundTripsAndRejectsBadLines) {
   EXPECT_CONTAINS(message("balance\n"), ("tiles.txt:1: expected 'balance <seconds>'"));
   EXPECT_CONTAINS(message("tile fwd full bf16 64 1e12 0 -64\n"), ("tile_rows must be >= 0"));
   EXPECT_CONTAINS(message("tile fwd full bf16 64 1e12 0 64 per_call\n"), ("'per_call' after tile_rows"));
+  // Trailing junk on any record is an error naming the line.
+  EXPECT_CONTAINS(message("# ok\ntile fwd full bf16 64 1e12 0 64 per_head extra\n"), ("tiles.txt:2: unexpected 'extra'"));
+  EXPECT_CONTAINS(message("tile fwd full bf16 64 1e12 0 sixty-four\n"), ("tiles.txt:1: unexpected 'sixty-four'"));
+  EXPECT_CONTAINS(message("tile fwd full bf16 64 1e12 0x\n"), ("tiles.txt:1: unexpected 'x'"));
+  EXPECT_CONTAINS(message("copy 1e9 fast\n"), ("tiles.txt:1: unexpected 'fast'"));
+  EXPECT_CONTAINS(message("elementwise 1e9GB\n"), ("tiles.txt:1: unexpected 'GB'"));
+  EXPECT_CONTAINS(message("\nbalance 0.5 s\n"), ("tiles.txt:2: unexpected 's'"));
+  EXPECT_CONTAINS(message("heads 2 0.9 1.5 x\n"), ("tiles.txt:1: unexpected 'x'"));
+  EXPECT_CONTAINS(message("heads 2 0.9 shared\n"), ("tiles.txt:1: unexpected 'shared'"));
   EXPECT_THROW(TileThroughput::load("/nonexistent/tiles.txt"), InvalidArgument);
+}
+
+/// load() of what is not a readable regular file fails at once, naming the path:
+/// a FIFO must not block, a directory or a read error must not read as an empty table.
+TEST(CostModel, TileTableLoadRefusesNonFilesAndReadErrors) {
+  auto message = [](const std::string& path) {
+    try {
+      TileThroughput::load(path);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  char dir[] = "/tmp/distattn_tiles_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/tiles.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_CONTAINS(message(fifo), ("'" + fifo + "' is not a regular file"));
+  EXPECT_CONTAINS(message(dir), ("'" + std::string(dir) + "' is not a regular file"));
+  ::unlink(fifo.c_str());
+  ::rmdir(dir);
+  // /proc/self/mem is a regular file whose read at offset 0 fails (EIO).
+  if (::access("/proc/self/mem", R_OK) == 0)
+    EXPECT_CONTAINS(message("/proc/self/mem"), ("error reading tile throughput file '/proc/self/mem'"));
 }
 
 TEST(CostModel, TileRateFitRecoversTheCallModelAndWeighsRelativeError) {

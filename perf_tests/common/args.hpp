@@ -1,7 +1,7 @@
 #pragma once
 // Command-line parsing shared by the driver and the perf tests, on CLI11 (Debian
-// libcli11-dev): numbers are parsed strictly (a fraction, trailing junk or a value
-// out of range is an error), and every error names the option and its valid
+// libcli11-dev): numbers are parsed strictly and in decimal (a fraction, trailing
+// junk, a base prefix or a value out of range is an error), and every error names the option and its valid
 // range or choices. This file holds only what both programs need on top of CLI11.
 
 #include <DistAttn/core/error.hpp>
@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <limits>
 #include <string>
 #include <vector>
@@ -40,10 +41,38 @@ CLI::Option* add_length(CLI::App& app, const std::string& names, T& value, const
       ->capture_default_str();
 }
 
+/// Numbers on the command line are decimal. CLI11 reads integers with strtoll's
+/// base 0, so "0100" would be octal 64 and "0x40" hexadecimal: this transform drops
+/// leading zeros ("0100" -> "100", "-007" -> "-7") and rejects a base prefix.
+inline CLI::Validator decimal_number() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const std::size_t i = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+        auto digit          = [&](std::size_t k) { return k < s.size() && std::isdigit(static_cast<unsigned char>(s[k])); };
+        if (s.size() > i + 2 && s[i] == '0' && std::string("xXoObB").find(s[i + 1]) != std::string::npos &&
+            std::isxdigit(static_cast<unsigned char>(s[i + 2])))
+          return "'" + s + "' is not a decimal number";
+        std::size_t j = i;
+        while (s[j] == '0' && digit(j + 1)) ++j;
+        s.erase(i, j - i);
+        return "";
+      },
+      "", "decimal");
+}
+
+/// Adds decimal_number() in front of the other transforms of every numeric option of `app`.
+inline void decimal_numbers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string t = opt->get_type_name();
+    if (t.rfind("INT", 0) == 0 || t.rfind("UINT", 0) == 0 || t.rfind("FLOAT", 0) == 0) opt->transform(decimal_number());
+  }
+}
+
 /// Parses argv into the options bound to `app`. Returns false after -h/--help
 /// (the caller prints app.help()); throws InvalidArgument with CLI11's message
 /// (option, value, valid range or choices) on any error.
 inline bool parse_command_line(CLI::App& app, int argc, char** argv) {
+  decimal_numbers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

@@ -23,7 +23,9 @@ struct MachineArgs {
 };
 
 inline void add_machine_options(CLI::App& app, MachineArgs& a, bool tiles_required) {
-  auto* t = app.add_option("--tiles", a.tiles, "cost model: tile table (see perf_tests/data/ and cost_calibrate)")
+  auto* t = app.add_option("--tiles", a.tiles,
+                           std::string("cost model: tile table (see perf_tests/data/ and cost_calibrate)") +
+                               (tiles_required ? "" : "; default: the one shipped for this device and --dtype"))
                 ->check(CLI::ExistingFile);
   if (tiles_required) t->required();
   app.add_option("--gpus-per-node", a.gpus_per_node, "cost model: ranks per node")->check(at_least(1))

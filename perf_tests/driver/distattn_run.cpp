@@ -6,12 +6,14 @@
 
 #include "driver_options.hpp"
 #include "driver_runs.hpp"
+#include "sync.hpp"
 
 #include <DistAttn/DistAttn.hpp>
 
 #include <mpi.h>
 
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 int main(int argc, char** argv) {
@@ -21,35 +23,50 @@ int main(int argc, char** argv) {
     Kokkos::ScopeGuard guard(argc, argv);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    DistAttn::Driver::Options opts;
-    bool parsed = false;
-    try {
-      opts   = DistAttn::Driver::parse_options(argc, argv);
-      parsed = true;
-    } catch (const std::exception& e) {
-      // Every rank parsed the same command line and failed the same way: no
-      // rank waits for another, so the job ends normally with status 2.
+    auto say = [rank](const char* what) {
       std::ostringstream os;  // one write: lines of different ranks do not interleave
-      os << "distattn-run (rank " << rank << "): " << e.what() << '\n';
+      os << "distattn-run (rank " << rank << "): " << what << '\n';
       std::cerr << os.str() << std::flush;
+    };
+    // Errors every rank meets together (the command line and the environment are
+    // the same on every rank; AgreedError is agreed) end the job normally with
+    // status 2, after each rank said why; any other error may leave ranks waiting
+    // for this one, so it aborts the job.
+    std::optional<DistAttn::Driver::Sync> sync;
+    try {
+      sync.emplace(MPI_COMM_WORLD);
+    } catch (const std::exception& e) {
+      say(e.what());
       rc = 2;
     }
-    try {
-      if (parsed && opts.help) {
-        if (rank == 0) DistAttn::Driver::print_usage(std::cout);
-      } else if (parsed) {
-        rc = DistAttn::Driver::run(opts, MPI_COMM_WORLD);
+    if (sync) {
+      DistAttn::Driver::Options opts;
+      bool parsed = false;
+      try {
+        opts   = DistAttn::Driver::parse_options(argc, argv);
+        parsed = true;
+      } catch (const std::exception& e) {
+        say(e.what());
+        rc = 2;
       }
-    } catch (const std::exception& e) {
-      // Other ranks may be blocked in a transfer with this one: abort the job
-      // rather than leave them waiting.
-      std::cerr << "distattn-run (rank " << rank << "): " << e.what() << std::endl;
-      MPI_Abort(MPI_COMM_WORLD, 2);
+      try {
+        if (parsed && opts.help) {
+          if (rank == 0) DistAttn::Driver::print_usage(std::cout);
+        } else if (parsed) {
+          rc = DistAttn::Driver::run(opts, *sync);
+        }
+      } catch (const DistAttn::Driver::AgreedError& e) {
+        say(e.what());
+        rc = 2;
+      } catch (const std::exception& e) {
+        say(e.what());
+        MPI_Abort(MPI_COMM_WORLD, 2);
+      }
+      // A failure on one rank fails the job on every rank. Bounded like every wait of
+      // the driver, and MPI_Finalize (a collective too) starts only after it.
+      rc = sync->max(rc, "the agreement on the exit status");
     }
   }
-  // A failure on one rank must fail the job on every rank.
-  int worst = 0;
-  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();
-  return worst;
+  return rc;
 }

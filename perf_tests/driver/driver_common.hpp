@@ -5,13 +5,12 @@
 
 #include "common/communicator_choice.hpp"
 #include "driver_options.hpp"
+#include "sync.hpp"
 
 #include <DistAttn/DistAttn.hpp>
 #include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 #include <DistAttn/testing/reference.hpp>
-
-#include <mpi.h>
 
 #include <cstdio>
 #include <string>
@@ -69,24 +68,22 @@ Testing::HostTensor to_host_f64(const V& d) {
 }
 
 /// Gathers every rank's local rows (local row i of rank r is at global position
-/// pos_of(r, i)) into
-/// one global [B, N, H, D] tensor on rank 0; rows at positions >= N are dropped.
+/// pos_of(r, i)) into one global [B, N, H, D] tensor on rank 0; rows at positions
+/// >= N are dropped.
 template <class PosOf>
-Testing::HostTensor gather_rows(const Testing::HostTensor& local, long N, PosOf pos_of, MPI_Comm comm) {
-  int P = 1, rank = 0;
-  MPI_Comm_size(comm, &P);
-  MPI_Comm_rank(comm, &rank);
+Testing::HostTensor gather_rows(const Testing::HostTensor& local, long N, PosOf pos_of, Sync& sync,
+                                const char* what) {
+  const int rank = sync.rank();
   const long B = long(local.extent(0)), n = long(local.extent(1)), H = long(local.extent(2)),
              D = long(local.extent(3));
-  std::vector<double> all(rank == 0 ? std::size_t(P) * local.span() : 0);
-  MPI_Gather(local.data(), int(local.span()), MPI_DOUBLE, all.data(), int(local.span()), MPI_DOUBLE, 0, comm);
+  const auto all = sync.gather(local.data(), local.span(), std::string("the gather of ") + what + " for --check");
   Testing::HostTensor g("gathered", B, rank == 0 ? N : 0, H, D);
   if (rank != 0) return g;
-  for (int r = 0; r < P; ++r) {
-    const double* src = all.data() + std::size_t(r) * local.span();
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const double* src = all[r].data();
     for (long b = 0; b < B; ++b)
       for (long i = 0; i < n; ++i) {
-        const long p = long(pos_of(r, i));
+        const long p = long(pos_of(int(r), i));
         if (p >= N) continue;
         for (long h = 0; h < H; ++h)
           for (long d = 0; d < D; ++d) g(b, p, h, d) = src[((b * n + i) * H + h) * D + d];
@@ -103,17 +100,10 @@ double check_tolerance() {
   return 3e-2;
 }
 
-/// Calls f(comm, compute) with the transport --comm asks for.
+/// Calls f(comm, compute) with the transport --comm asks for, over the job's ranks.
 template <class F>
-int with_communicator(const Options& o, MPI_Comm mpi, F&& f) {
-  return Perf::with_communicator<Exec>(o.comm, mpi, std::forward<F>(f));
-}
-
-/// Ranks of `comm`.
-inline int comm_size(MPI_Comm comm) {
-  int P = 1;
-  MPI_Comm_size(comm, &P);
-  return P;
+int with_communicator(const Options& o, Sync& sync, F&& f) {
+  return Perf::with_communicator<Exec>(o.comm, sync.world(), std::forward<F>(f));
 }
 
 /// What every executor the driver builds takes from the command line: the
@@ -125,25 +115,9 @@ inline void set_executor_options(const Options& o, ExecutorOptions& x) {
   x.fence_each_pass   = true;
 }
 
-/// Max over ranks of a double.
-inline double max_over_ranks(double v, MPI_Comm comm) {
-  double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return m;
-}
-
 /// Gathers one row of numbers per rank to rank 0.
-inline std::vector<std::vector<double>> gather_table(const std::vector<double>& row, MPI_Comm comm) {
-  int P = 1, rank = 0;
-  MPI_Comm_size(comm, &P);
-  MPI_Comm_rank(comm, &rank);
-  std::vector<double> all(std::size_t(P) * row.size());
-  MPI_Gather(row.data(), int(row.size()), MPI_DOUBLE, all.data(), int(row.size()), MPI_DOUBLE, 0, comm);
-  std::vector<std::vector<double>> out;
-  if (rank == 0)
-    for (int r = 0; r < P; ++r) out.emplace_back(all.begin() + long(r) * long(row.size()),
-                                                 all.begin() + long(r + 1) * long(row.size()));
-  return out;
+inline std::vector<std::vector<double>> gather_table(const std::vector<double>& row, Sync& sync) {
+  return sync.gather(row.data(), row.size(), "the gather of the result table");
 }
 
 }  // namespace DistAttn::Driver

@@ -4,6 +4,8 @@
 #include "common/args.hpp"
 #include "common/machine_args.hpp"
 
+#include <cctype>
+#include <cstdlib>
 #include <ostream>
 #include <string>
 
@@ -32,7 +34,32 @@ struct Options {
   bool check_finite = false;  // executors scan their inputs for NaN/Inf on every pass
   std::string json;           // write the results to this file (rank 0)
   double progress_s = 10.0;   // seconds between progress lines on stderr (0: none)
+  int test_stop_rank = -1;    // DISTATTN_DRIVER_TEST_FAULT=stop:R (tests only; see read_test_fault)
+  int test_failures  = 0;     // DISTATTN_DRIVER_TEST_FAULT=fail:N
 };
+
+/// Faults the driver's own tests inject through the environment (no option: they
+/// are not part of the interface), DISTATTN_DRIVER_TEST_FAULT=
+///   stop:R  rank R stops itself (SIGSTOP) after its first forward and backward,
+///           before the driver's next collective: the others must end the job, naming R;
+///   fail:N  the run counts N more failures, as if N comparisons had failed.
+inline void read_test_fault(Options& o) {
+  const char* v = std::getenv("DISTATTN_DRIVER_TEST_FAULT");
+  if (v == nullptr || *v == 0) return;
+  const std::string s = v;
+  const auto colon    = s.find(':');
+  const std::string kind = s.substr(0, colon), number = colon == std::string::npos ? "" : s.substr(colon + 1);
+  std::size_t used = 0;
+  int n            = -1;
+  try {
+    if (!number.empty() && std::isdigit(static_cast<unsigned char>(number[0]))) n = std::stoi(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != number.size() || (kind != "stop" && kind != "fail"))
+    throw InvalidArgument("environment variable DISTATTN_DRIVER_TEST_FAULT='" + s + "' is not stop:RANK or fail:COUNT");
+  (kind == "stop" ? o.test_stop_rank : o.test_failures) = n;
+}
 
 /// "RxC" with R, C >= 1.
 inline std::string check_grid(const std::string& g) {
@@ -98,7 +125,9 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
   app.add_option("--progress", o.progress_s, "seconds between progress lines on stderr from rank 0 (0: none)")
       ->check(CLI::Range(0.0, 1e6))
       ->capture_default_str();
-  app.add_flag("--no-progress{0}", o.progress_s, "no progress lines (same as --progress 0)");
+  // A callback, not add_flag(name, o.progress_s): CLI11 takes a flag bound to a
+  // number for a counter and zeroes it when the flag is defined.
+  app.add_flag_callback("--no-progress", [&o] { o.progress_s = 0; }, "no progress lines (same as --progress 0)");
   app.add_flag("--decompose", o.decompose,
                "also time the schedule with communication disabled and report exposed communication = time - "
                "compute-only time");
@@ -125,6 +154,7 @@ inline Options parse_options(int argc, char** argv) {
   add_options(app, o, causal);
   o.help   = !Perf::parse_command_line(app, argc, argv);
   o.causal = causal != 0;
+  read_test_fault(o);
   if (app.count("--kv-heads") == 0) o.kv_heads = o.heads < 2 ? o.heads : 2;
   if (o.heads % o.kv_heads != 0)
     throw InvalidArgument("--kv-heads " + std::to_string(o.kv_heads) + " must divide --heads " +

@@ -16,7 +16,7 @@
 namespace DistAttn::Driver {
 
 template <class T>
-int run_typed(const Options& o, MPI_Comm comm) {
+int run_typed(const Options& o, Sync& comm) {
   if (o.schedule == "local") {
     if (o.fit) throw InvalidArgument("--fit: --schedule local has no memory plan; choose a distributed schedule");
     return run_local<T>(o, comm);
@@ -31,13 +31,15 @@ int run_typed(const Options& o, MPI_Comm comm) {
                         (DISTATTN_DRIVER_HAS_GRID2D ? ", grid2d-no, grid2d-o" : ""));
 }
 
-inline int run(const Options& o, MPI_Comm comm) {
-  int P = 1, rank = 0;
-  MPI_Comm_size(comm, &P);
-  MPI_Comm_rank(comm, &rank);
+/// The run of `o` on the ranks of `comm`: every rank calls it. Returns this rank's
+/// exit status; AgreedError where every rank rejects the run together.
+inline int run(const Options& o, Sync& comm) {
+  const int P = comm.size(), rank = comm.rank();
   if (o.ranks > 0 && o.ranks != P)
-    throw InvalidArgument("--ranks " + std::to_string(o.ranks) + " but the job has " + std::to_string(P) +
+    throw AgreedError("--ranks " + std::to_string(o.ranks) + " but the job has " + std::to_string(P) +
                           " MPI ranks (start it with mpiexec -n " + std::to_string(o.ranks) + ")");
+  // Before any work: rank 0 writes the file at the end.
+  if (!o.json.empty()) comm.agree(rank == 0 ? json_unwritable(o.json) : "", "the check of --json");
   if (o.schedule == "auto") {
     const Options pick = choose_schedule(o, comm);
     return o.predict_only ? 0 : run(pick, comm);

@@ -2,8 +2,10 @@
 // distattn-run --fit: the longest sequence a schedule can run forward and backward
 // on these ranks, from the executors' memory plans (exact: the memory tests hold
 // them to what Kokkos allocates) and the driver's own tensors, against each rank's
-// free device memory or DISTATTN_MEMORY_LIMIT. Nothing is allocated, so the
-// answer comes in seconds where trying a length takes minutes.
+// free device memory or DISTATTN_MEMORY_LIMIT (on a host build without it, the
+// host's available memory shared by its ranks). Nothing is allocated, so the
+// answer comes in seconds where trying a length takes minutes. Every run checks
+// --seq against the same plan before it allocates (check_memory_before_allocating).
 
 #include "driver_common.hpp"
 
@@ -12,12 +14,17 @@
 #include <DistAttn/core/kokkos_compat.hpp>
 #include <DistAttn/core/types.hpp>
 
-#include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <limits>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace DistAttn::Driver {
 
@@ -48,6 +55,9 @@ FitWorkspace leanest_workspace(int kv_heads, int requested, PlanFor&& plan_for) 
   return {plan.peak_bytes(), g};
 }
 
+/// The search's bound: the executors take int extents.
+inline long fit_cap(const FitModel& m) { return long(std::numeric_limits<int>::max()) / m.unit * m.unit; }
+
 /// Bytes of the driver's tensors on a rank of `n` rows: q, k, v, o, dO, dq, dk, dv
 /// and LSE, as run_executor allocates them.
 template <class T>
@@ -57,28 +67,76 @@ std::size_t driver_tensor_bytes(const Options& o, long n) {
          rows * std::size_t(o.heads) * sizeof(accum_t<T>);
 }
 
-/// Prints, on rank 0, the longest multiple of the model's unit whose tensors and
-/// workspace fit on every rank, and what it needs. Returns 0 (2 when nothing fits).
+/// What a rank may use for the driver's tensors and the executor's workspace, and
+/// where that number comes from (for the messages).
+struct UsableMemory {
+  std::size_t bytes = 0;
+  std::string source;
+};
+
+/// The memory of this host the kernel counts as available for new allocations
+/// (MemAvailable in /proc/meminfo; free pages where that cannot be read).
+inline std::pair<std::size_t, std::string> host_available_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  unsigned long long kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit)
+    if (key == "MemAvailable:") return {std::size_t(kib) * 1024, "MemAvailable in /proc/meminfo"};
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return {pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : 0, "free pages (sysconf)"};
+}
+
+/// Per rank: DISTATTN_MEMORY_LIMIT or the device's free memory, whichever is less;
+/// on a host build without the variable, this host's available memory divided
+/// among the job's ranks on this host. Collective; a malformed
+/// DISTATTN_MEMORY_LIMIT fails every rank (AgreedError).
+inline UsableMemory usable_memory(Sync& sync) {
+  UsableMemory u;
+  std::string error;
+  std::size_t limit = 0;
+  try {
+    limit = DistAttn::Impl::memory_limit(0);
+  } catch (const InvalidArgument& e) {
+    error = e.what();
+  }
+  sync.agree(error, "the check of DISTATTN_MEMORY_LIMIT");
+  // Ranks per host, from the host names (padded to one length).
+  std::vector<char> name(MPI_MAX_PROCESSOR_NAME + 1, '\0');
+  int len = 0;
+  MPI_Get_processor_name(name.data(), &len);
+  const auto names   = sync.all_gather(name, "the exchange of host names");
+  const auto mine    = std::string(name.data());
+  int ranks_here     = 0;
+  for (std::size_t r = 0; r < names.size(); r += name.size())
+    ranks_here += std::string(&names[r]) == mine ? 1 : 0;
+  const std::size_t free_device = compat::free_memory_bytes<Mem>();
+  if (free_device != compat::kUnknownFreeMemory) {
+    u = {free_device, "free device memory"};
+  } else if (limit == 0) {
+    const auto [avail, what] = host_available_memory();
+    u = {avail / std::size_t(std::max(1, ranks_here)),
+         what + " of this host, shared by its " + std::to_string(ranks_here) + " rank(s) of the job; "
+         "set DISTATTN_MEMORY_LIMIT to say how much each rank may use"};
+  }
+  if (limit != 0 && (u.source.empty() || limit < u.bytes)) u = {limit, "DISTATTN_MEMORY_LIMIT"};
+  return u;
+}
+
+/// What a rank of the model needs at length S: the driver's tensors and the
+/// executor's leanest workspace.
 template <class T>
-int report_fit(const Options& o, const FitModel& m, MPI_Comm mpi) {
-  int rank = 0;
-  MPI_Comm_rank(mpi, &rank);
-  const std::size_t usable  = DistAttn::Impl::usable_bytes<Mem>(0, 0);
-  const bool known          = usable != compat::kUnknownFreeMemory;
-  int all_known             = known ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &all_known, 1, MPI_INT, MPI_MIN, mpi);
-  if (!all_known)
-    throw InvalidArgument("--fit: this build's memory space has no free-memory query; set DISTATTN_MEMORY_LIMIT "
-                          "(bytes per rank) to ask what fits in that much");
-  auto need = [&](long S) { return driver_tensor_bytes<T>(o, m.rows_at(S)) + m.workspace_at(S).bytes; };
-  auto fits = [&](long S) {
-    int ok = need(S) <= usable ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, mpi);
-    return ok == 1;
-  };
-  // Doubling, then bisection over multiples of the unit; need grows with S. The
-  // executors take int extents, so the search stops below 2^31 tokens.
-  const long cap = long(std::numeric_limits<int>::max()) / m.unit * m.unit;
+std::size_t fit_need(const Options& o, const FitModel& m, long S) {
+  return driver_tensor_bytes<T>(o, m.rows_at(S)) + m.workspace_at(S).bytes;
+}
+
+/// The longest multiple of the model's unit whose need fits `usable` on every rank
+/// (0 if none). Collective: doubling, then bisection; the need grows with S. The
+/// executors take int extents, so the search stops below 2^31 tokens.
+template <class T>
+long longest_fit(const Options& o, const FitModel& m, std::size_t usable, Sync& sync) {
+  auto fits = [&](long S) { return sync.min(fit_need<T>(o, m, S) <= usable ? 1 : 0, "the search for the longest sequence that fits") == 1; };
+  const long cap = fit_cap(m);
   long lo = 0, hi = m.unit;
   while (hi <= cap && fits(hi)) lo = hi, hi *= 2;
   hi = std::min(hi, cap + m.unit);  // past the search: taken as not fitting, never evaluated
@@ -87,12 +145,54 @@ int report_fit(const Options& o, const FitModel& m, MPI_Comm mpi) {
     if (mid <= lo) break;
     (fits(mid) ? lo : hi) = mid;
   }
-  std::uint64_t least = usable;
-  MPI_Allreduce(MPI_IN_PLACE, &least, 1, MPI_UINT64_T, MPI_MIN, mpi);
+  return lo;
+}
+
+/// Before the driver allocates anything: its tensors and the executor's leanest
+/// workspace at --seq (the plan --fit uses) must fit every rank's usable memory;
+/// otherwise every rank fails together (AgreedError) with the need, what is usable
+/// and why, and the longest sequence that fits.
+template <class T>
+void check_memory_before_allocating(const Options& o, const FitModel& m, Sync& sync) {
+  const UsableMemory u   = usable_memory(sync);
+  const std::size_t need = fit_need<T>(o, m, o.seq);
+  if (sync.min(need <= u.bytes ? 1 : 0, "the memory check before allocating") == 1) return;
+  const long lo = longest_fit<T>(o, m, u.bytes, sync);
+  std::ostringstream os;
+  if (need > u.bytes) {
+    using DistAttn::Impl::gib;
+    const FitWorkspace ws = m.workspace_at(o.seq);
+    os << "not enough memory for --seq " << o.seq << " with --schedule " << o.schedule << " on " << sync.size()
+       << " ranks: this rank needs " << gib(need) << " (the driver's tensors "
+       << gib(driver_tensor_bytes<T>(o, m.rows_at(o.seq)));
+    if (ws.bytes > 0) os << ", the executor's leanest workspace " << gib(ws.bytes);
+    os << "), " << gib(u.bytes) << " is usable (" << u.source << "); ";
+    if (lo == 0) {
+      os << "no sequence fits: " << m.unit << " tokens need " << fit_need<T>(o, m, m.unit) << " bytes";
+    } else {
+      const int g = m.workspace_at(lo).kv_heads_per_pass;
+      os << "the longest sequence that fits is " << lo << " tokens";
+      if (g > 0) os << " (with --head-group " << g << ")";
+      if (o.schedule != "local") os << ", as distattn-run --fit says";
+    }
+  }
+  sync.agree(os.str(), "the memory check before allocating");
+}
+
+/// Prints, on rank 0, the longest multiple of the model's unit whose tensors and
+/// workspace fit on every rank, and what it needs. Returns 0 (2 when nothing fits).
+template <class T>
+int report_fit(const Options& o, const FitModel& m, Sync& sync) {
+  const int rank             = sync.rank();
+  const UsableMemory usable  = usable_memory(sync);
+  auto need                  = [&](long S) { return fit_need<T>(o, m, S); };
+  const long cap             = fit_cap(m);
+  const long lo              = longest_fit<T>(o, m, usable.bytes, sync);
+  const std::uint64_t least  = sync.min(std::uint64_t(usable.bytes), "--fit's least usable memory");
   if (rank == 0) {
     const double GiB = double(1ull << 30);
-    std::printf("# fit %s: usable memory per rank (least of the ranks) %.3f GiB (%llu bytes)\n", o.schedule.c_str(),
-                double(least) / GiB, static_cast<unsigned long long>(least));
+    std::printf("# fit %s: usable memory per rank (least of the ranks) %.3f GiB (%llu bytes; rank 0: %s)\n",
+                o.schedule.c_str(), double(least) / GiB, static_cast<unsigned long long>(least), usable.source.c_str());
     if (lo == 0) {
       std::printf("# fit %s: no sequence fits: %ld tokens need %zu bytes per rank\n", o.schedule.c_str(), m.unit,
                   need(m.unit));

@@ -5,16 +5,19 @@
 // errors, verdict; perf_tests/scripts/plot_results.py turns such files into PNGs).
 
 #include "driver_options.hpp"
+#include "sync.hpp"
 
 #include "common/flops.hpp"
 #include "common/timer.hpp"
 
 #include <DistAttn/executor/executor_options.hpp>
 
-#include <mpi.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -31,7 +34,7 @@ inline Json config_json(const Options& o, int P) {
               {"heads", o.heads},       {"kv_heads", o.kv_heads}, {"dim", o.dim},
               {"causal", o.causal},     {"backward", o.backward}, {"warmup", o.warmup},
               {"iters", o.iters},       {"check", o.check},       {"check_finite", o.check_finite},
-              {"head_group", o.head_group}, {"delay_ms", o.delay_ms},
+              {"head_group", o.head_group}, {"delay_ms", o.delay_ms}, {"progress_s", o.progress_s},
               {"execution_space", Kokkos::DefaultExecutionSpace::name()}};
 }
 
@@ -54,21 +57,11 @@ Json pass_json(const Stats& s) {
 }
 
 /// Every rank's `mine`, in rank order, on rank 0 (empty elsewhere).
-inline Json gather_json(const Json& mine, MPI_Comm comm) {
-  int P = 1, rank = 0;
-  MPI_Comm_size(comm, &P);
-  MPI_Comm_rank(comm, &rank);
+inline Json gather_json(const Json& mine, Sync& sync) {
   const std::string text = mine.dump();
-  int len                = int(text.size());
-  std::vector<int> lens(static_cast<std::size_t>(P)), offs(static_cast<std::size_t>(P), 0);
-  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm);
-  for (int r = 1; r < P; ++r) offs[std::size_t(r)] = offs[std::size_t(r - 1)] + lens[std::size_t(r - 1)];
-  std::string all(rank == 0 ? std::size_t(offs.back() + lens.back()) : 0, '\0');
-  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, 0, comm);
-  Json out = Json::array();
-  if (rank == 0)
-    for (std::size_t r = 0; r < std::size_t(P); ++r)
-      out.push_back(Json::parse(all.substr(std::size_t(offs[r]), std::size_t(lens[r]))));
+  Json out               = Json::array();
+  for (const auto& r : sync.gather(text.data(), text.size(), "the gather of the per-rank JSON records"))
+    out.push_back(Json::parse(std::string(r.begin(), r.end())));
   return out;
 }
 
@@ -84,15 +77,44 @@ inline double reference_flops(const Options& o) {
 /// (docs/PERFORMANCE.md, "fp64 check"); an estimate for the warning only.
 constexpr double kReferenceFlopsPerS = 0.5e9;
 
+/// Estimated seconds of --check's fp64 reference on rank 0's host (0 without --check).
+inline double reference_seconds(const Options& o) { return o.check ? reference_flops(o) / kReferenceFlopsPerS : 0.0; }
+
+/// A bound on the seconds of --schedule local on rank 0 (every pass at the fp64
+/// reference's host rate, then --check), which the other ranks wait for.
+inline double local_run_seconds(const Options& o) {
+  const double f = Perf::attn_fwd_flops(o.batch, o.heads, double(o.seq), double(o.seq), o.dim, false);
+  const double b = o.backward ? Perf::attn_bwd_flops(o.batch, o.heads, double(o.seq), double(o.seq), o.dim, false) : 0;
+  return (o.warmup + o.iters) * (f + b) / kReferenceFlopsPerS + reference_seconds(o);
+}
+
 /// Rank 0 says how long --check will take when that is more than half a minute.
 inline void warn_if_check_is_slow(const Options& o, int rank) {
   if (!o.check || rank != 0) return;
-  const double s = reference_flops(o) / kReferenceFlopsPerS;
+  const double s = reference_seconds(o);
   if (s > 30)
     std::fprintf(stderr,
                  "distattn-run: warning: --check computes the fp64 reference of the whole sequence on rank 0's "
                  "host: about %.0f s (%.2g fp64 FLOP at ~%.0f GFLOP/s) after the timed passes\n",
                  s, reference_flops(o), kReferenceFlopsPerS * 1e-9);
+}
+
+/// Why `path` cannot take the --json file, or "" if it can: checked before the run
+/// (the file is opened for appending, which changes nothing, and removed again if
+/// this made it). A FIFO or socket would block or fail only when written.
+inline std::string json_unwritable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  const std::string name   = "--json '" + path + "'";
+  if (fs::is_directory(st)) return name + " is a directory";
+  if (fs::is_fifo(st) || fs::is_socket(st)) return name + " is a FIFO or socket, not a file";
+  const bool existed = fs::exists(st);
+  errno              = 0;
+  if (!std::ofstream(path, std::ios::app))
+    return name + " cannot be written: " + (errno != 0 ? std::strerror(errno) : "open failed");
+  if (!existed) fs::remove(path, ec);
+  return "";
 }
 
 /// The results of one run as the verdict and the JSON file see them.
@@ -102,11 +124,11 @@ struct RunResult {
   Json doc     = Json::object();              ///< rank 0: filled by the runner (ranks, check, ...)
 };
 
-/// Rank 0 prints the verdict line and writes --json; returns 1 there if the file
-/// could not be written. Call on every rank.
-inline int finish(const Options& o, int P, RunResult& r, MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+/// Rank 0 prints the verdict line and writes --json. Call on every rank; returns
+/// this rank's exit status: 1 on rank 0 when the run failed (any check or model
+/// mismatch; a count would wrap around at 256) or the file could not be written,
+/// else 0.
+inline int finish(const Options& o, int P, RunResult& r, int rank) {
   if (rank != 0) return 0;
   const double tf = r.forward_s.empty() ? 0.0 : Perf::median(r.forward_s);
   const double tb = r.backward_s.empty() ? 0.0 : Perf::median(r.backward_s);
@@ -121,7 +143,8 @@ inline int finish(const Options& o, int P, RunResult& r, MPI_Comm comm) {
   std::printf("  %s%s\n", checked.c_str(),
               r.failures ? ("; " + std::to_string(r.failures) + " failures").c_str() : "");
   std::fflush(stdout);
-  if (o.json.empty()) return 0;
+  const int status = r.failures > 0 ? 1 : 0;
+  if (o.json.empty()) return status;
   Json& d        = r.doc;
   d["program"]   = "distattn-run";
   d["config"]    = config_json(o, P);
@@ -134,7 +157,7 @@ inline int finish(const Options& o, int P, RunResult& r, MPI_Comm comm) {
   d["verdict"]   = verdict;
   std::ofstream f(o.json);
   f << d.dump(2) << '\n';
-  if (f) return 0;
+  if (f) return status;
   std::fprintf(stderr, "distattn-run: --json: could not write '%s'\n", o.json.c_str());
   return 1;
 }

@@ -16,6 +16,7 @@
 #include <DistAttn/impl/allocation_counter.hpp>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <functional>
 #include <tuple>
@@ -79,6 +80,9 @@ struct ExecutorRun {
   /// model): its label, and a function returning the failures on this rank.
   std::string after_label;
   std::function<int(const Stats& fwd, const Stats& bwd)> after;
+  /// Called after every pass (`backward` tells which) with the executor that ran
+  /// it, e.g. to note what the pass chose (its kv heads per pass); optional.
+  std::function<void(const E&, bool backward)> after_pass;
   /// --fit: the schedule's unit, rows and leanest workspace at any length.
   FitModel fit;
 };
@@ -102,12 +106,12 @@ void append_pass_columns(std::vector<std::string>* names, std::vector<double>* r
 }  // namespace Impl
 
 template <class T, class E>
-int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& compute, MPI_Comm mpi) {
+int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& compute, Sync& sync) {
   using Acc      = accum_t<T>;
   using Stats    = typename ExecutorRun<E>::Stats;
-  int rank = 0;
-  MPI_Comm_rank(mpi, &rank);
-  if (o.fit) return report_fit<T>(o, run.fit, mpi);
+  const int rank = sync.rank();
+  if (o.fit) return report_fit<T>(o, run.fit, sync);
+  check_memory_before_allocating<T>(o, run.fit, sync);
   const long N = o.seq, n = run.local_rows;
   // Before the allocation hook: Kokkos reports a tool as loaded once any callback is set.
   Progress progress(o.progress_s, rank == 0);
@@ -141,30 +145,38 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
                          std::vector<double>& tf, std::vector<double>& tb, Stats& sf, Stats& sb, const char* what) {
     for (int it = 0; it < o.warmup + o.iters; ++it) {
       progress.at(what, it, o.warmup + o.iters);
-      MPI_Barrier(mpi);
+      const std::string at = std::string(what) + " iteration " + std::to_string(it + 1);
+      sync.barrier("the barrier before the forward pass of " + at);
       e.forward(q, k, v, o_, lse_);
       sf = e.stats();
+      if (run.after_pass) run.after_pass(e, false);
       if (o.backward) {
-        MPI_Barrier(mpi);
+        sync.barrier("the barrier before the backward pass of " + at);
         e.backward(q, k, v, out, dout, lse, dq_, dk_, dv_);
         sb = e.stats();
+        if (run.after_pass) run.after_pass(e, true);
+      }
+      if (it == 0 && o.test_stop_rank == rank) {
+        std::fprintf(stderr, "distattn-run (rank %d): DISTATTN_DRIVER_TEST_FAULT: stopping (SIGSTOP) after the "
+                             "first pass\n", rank);
+        std::fflush(stderr);
+        std::raise(SIGSTOP);
       }
       // A pass of a shape seen before allocates nothing, so the first forward and
       // backward reach the peak; later passes run without the allocation hook, which
       // would otherwise put Kokkos Tools' host work on every launch being timed.
       if (it == 0) DistAttn::Impl::AllocationCounter::uninstall();
       if (it >= o.warmup) {
-        tf.push_back(max_over_ranks(sf.total_s, mpi));
-        tb.push_back(o.backward ? max_over_ranks(sb.total_s, mpi) : 0.0);
+        tf.push_back(sync.max(sf.total_s, "the maximum of the forward times of " + at));
+        tb.push_back(o.backward ? sync.max(sb.total_s, "the maximum of the backward times of " + at) : 0.0);
       }
     }
   };
   std::vector<double> tf, tb;
   Stats sf{}, sb{};
   time_passes(*ex, out, lse, dq, dk, dv, tf, tb, sf, sb, "timed passes (warm-up first)");
-  int after_failed = 0, rc = run.after ? run.after(sf, sb) : 0;
-  MPI_Allreduce(&rc, &after_failed, 1, MPI_INT, MPI_SUM, mpi);
-  rc = after_failed;
+  const int after_failed = sync.sum(run.after ? run.after(sf, sb) : 0, "the sum of the model check's mismatches");
+  int rc                 = after_failed;
 
   // Per-rank instrumentation of the last iteration; a column stays out of the
   // table where it is zero on every rank (a payload kind this schedule never sends).
@@ -185,7 +197,7 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   names.push_back("lib_peak_GiB");
   row.push_back(double(DistAttn::Impl::AllocationCounter::all().peak) / double(1ull << 30));
   row.push_back(double(DistAttn::Impl::AllocationCounter::labelled().peak) / double(1ull << 30));
-  const auto table = gather_table(row, mpi);
+  const auto table = gather_table(row, sync);
   RunResult result;
   result.forward_s  = tf;
   result.backward_s = tb;
@@ -196,7 +208,7 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
     mine["peak_bytes"]     = DistAttn::Impl::AllocationCounter::all().peak;
     mine["lib_peak_bytes"] = DistAttn::Impl::AllocationCounter::labelled().peak;
     for (std::size_t i = first_extra; i < names.size(); ++i) mine[names[i]] = row[i];
-    result.doc["ranks"] = gather_json(mine, mpi);
+    result.doc["ranks"] = gather_json(mine, sync);
   }
   if (rank == 0) {
     run.describe();
@@ -251,17 +263,18 @@ int run_executor(const Options& o, const ExecutorRun<E>& run, const Exec& comput
   }
 
   if (o.check) {
-    auto go = gather_rows(to_host_f64(out), N, run.position, mpi);
-    auto gq = gather_rows(to_host_f64(dq), N, run.position, mpi);
-    auto gk = gather_rows(to_host_f64(dk), N, run.position, mpi);
-    auto gv = gather_rows(to_host_f64(dv), N, run.position, mpi);
+    auto go = gather_rows(to_host_f64(out), N, run.position, sync, "O");
+    auto gq = gather_rows(to_host_f64(dq), N, run.position, sync, "dQ");
+    auto gk = gather_rows(to_host_f64(dk), N, run.position, sync, "dK");
+    auto gv = gather_rows(to_host_f64(dv), N, run.position, sync, "dV");
     Json* record = rank == 0 ? &(result.doc["check"] = Json::object()) : nullptr;
     if (rank == 0) rc += check_against_reference<T>(o, go, o.backward ? &gq : nullptr, &gk, &gv, record);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, mpi);
+    // The other ranks wait while rank 0 computes the fp64 reference.
+    rc = sync.value_from_rank(rc, 0, "the wait for rank 0's fp64 check", reference_seconds(o));
   }
   if (run.after && rank == 0) result.doc["model_check"] = {{"what", run.after_label}, {"mismatches", after_failed}};
-  result.failures = rc;
-  return rc + finish(o, comm_size(mpi), result, mpi);
+  result.failures = rc + o.test_failures;
+  return finish(o, sync.size(), result, rank);
 }
 
 }  // namespace DistAttn::Driver

@@ -36,7 +36,7 @@ inline GridShape parse_grid(const std::string& s) {
 }
 
 template <class T, class CommSpace>
-int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, const Exec& compute, MPI_Comm mpi) {
+int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, const Exec& compute, Sync& sync) {
   using Acc    = accum_t<T>;
   using A2D    = Grid2DAttention<T, CommSpace, Exec>;
   const int P  = world.size(), rank = world.rank();
@@ -90,14 +90,26 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
   };
   // Measured bytes vs the model (exact where T and the accumulation type have the
   // same size; the model counts words, 16-bit runs mix 2- and 4-byte words).
+  // The model's backward reuses the forward's K_t|V_t, which the executor does only
+  // when neither pass chunked heads: after a chunked forward K_t|V_t holds the last
+  // group's heads alone, and a chunked backward permutes each group's K and V again.
+  // Either way the backward then moves the forward's kv_permute words once more.
+  int fwd_group = 0, bwd_group = 0;  // kv heads per pass of the last forward and backward
+  run.after_pass = [&](const A2D& a, bool bwd) {
+    if (&a == timed_a2d) (bwd ? bwd_group : fwd_group) = a.kv_heads_per_pass();
+  };
   if (sizeof(T) == sizeof(Acc)) {
     run.after_label = "bytes vs grid2d_volume.hpp model (per rank and phase)";
     run.after       = [&](const Grid2DStats& sf, const Grid2DStats& sb) {
       int mismatch = 0;
+      const auto params = timed_a2d->volume_params();
       for (const bool bwd : {false, true}) {
         if (bwd && !o.backward) continue;
         const Grid2DStats& st = bwd ? sb : sf;
-        const auto words      = grid2d_words_by_phase(timed_a2d->layout(), rank, bwd, timed_a2d->volume_params());
+        auto words            = grid2d_words_by_phase(timed_a2d->layout(), rank, bwd, params);
+        const std::size_t kv  = std::size_t(Grid2DPhase::KvPermute);
+        if (bwd && (fwd_group < o.kv_heads || bwd_group < o.kv_heads))
+          words[kv] = grid2d_words_by_phase(timed_a2d->layout(), rank, false, params)[kv];
         for (int ph = 0; ph < kNumGrid2DPhases; ++ph) {
           const auto expect = std::uint64_t(words[std::size_t(ph)]) * std::uint64_t(o.batch) * sizeof(T);
           if (st.bytes_received[std::size_t(ph)] != expect || st.bytes_sent[std::size_t(ph)] != expect) ++mismatch;
@@ -106,23 +118,23 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
       return mismatch;
     };
   }
-  return run_executor<T>(o, run, compute, mpi);
+  return run_executor<T>(o, run, compute, sync);
 }
 
 /// Attention2D run of distattn-run for element type T.
 template <class T>
-int run_grid2d(const Options& o, MPI_Comm mpi) {
+int run_grid2d(const Options& o, Sync& sync) {
   // Two instances: transfers on one, block calls on the other (distinct streams on GPUs).
-  return with_communicator(o, mpi, [&](auto& comm, const Exec& compute) { return run_grid2d_with<T>(o, comm, compute, mpi); });
+  return with_communicator(o, sync, [&](auto& comm, const Exec& compute) { return run_grid2d_with<T>(o, comm, compute, sync); });
 }
 
 /// Attention2D run of distattn-run, element type from --dtype.
-inline int run_grid2d(const Options& o, MPI_Comm mpi) {
-  if (o.dtype == "float") return run_grid2d<float>(o, mpi);
-  if (o.dtype == "double") return run_grid2d<double>(o, mpi);
+inline int run_grid2d(const Options& o, Sync& sync) {
+  if (o.dtype == "float") return run_grid2d<float>(o, sync);
+  if (o.dtype == "double") return run_grid2d<double>(o, sync);
 #if defined(KOKKOS_ENABLE_CUDA)
-  if (o.dtype == "bf16" && compat::has_bhalf) return run_grid2d<compat::bhalf_t>(o, mpi);
-  if (o.dtype == "fp16" && compat::has_half) return run_grid2d<compat::half_t>(o, mpi);
+  if (o.dtype == "bf16" && compat::has_bhalf) return run_grid2d<compat::bhalf_t>(o, sync);
+  if (o.dtype == "fp16" && compat::has_half) return run_grid2d<compat::half_t>(o, sync);
 #endif
   throw InvalidArgument("--dtype '" + o.dtype + "' is not available in this build");
 }

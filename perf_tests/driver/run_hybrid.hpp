@@ -20,7 +20,7 @@ inline HybridInner parse_inner(const std::string& s) {
 }
 
 template <class T, class CommSpace>
-int run_hybrid_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute, MPI_Comm mpi) {
+int run_hybrid_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute, Sync& sync) {
   using Hyb    = HybridAttention<T, CommSpace, Exec>;
   const int P  = comm.size();
   const long N = o.seq;
@@ -74,12 +74,12 @@ int run_hybrid_with(const Options& o, Communicator<CommSpace, Exec>& comm, const
   }
   h.reset();
   timed = nullptr;
-  return run_executor<T>(o, run, compute, mpi);
+  return run_executor<T>(o, run, compute, sync);
 }
 
 template <class T>
-int run_hybrid(const Options& o, MPI_Comm mpi) {
-  return with_communicator(o, mpi, [&](auto& comm, const Exec& compute) { return run_hybrid_with<T>(o, comm, compute, mpi); });
+int run_hybrid(const Options& o, Sync& sync) {
+  return with_communicator(o, sync, [&](auto& comm, const Exec& compute) { return run_hybrid_with<T>(o, comm, compute, sync); });
 }
 
 }  // namespace DistAttn::Driver

@@ -14,11 +14,15 @@
 namespace DistAttn::Driver {
 
 template <class T>
-int run_local(const Options& o, MPI_Comm comm) {
-  using Acc = accum_t<T>;
-  int rank  = 0;
-  MPI_Comm_rank(comm, &rank);
-  int rc = 0;
+int run_local(const Options& o, Sync& sync) {
+  using Acc      = accum_t<T>;
+  const int rank = sync.rank();
+  int rc         = 0;
+  // Rank 0 holds the whole problem's tensors (the building block takes no workspace).
+  FitModel whole;
+  whole.rows_at      = [rank](long S) { return rank == 0 ? S : 0L; };
+  whole.workspace_at = [](long) { return FitWorkspace{}; };
+  check_memory_before_allocating<T>(o, whole, sync);
   RunResult result;
   if (rank == 0) {
     Exec exec;
@@ -63,13 +67,14 @@ int run_local(const Options& o, MPI_Comm comm) {
                                       &(result.doc["check"] = Json::object()));
     }
   }
-  MPI_Bcast(&rc, 1, MPI_INT, 0, comm);
-  result.failures = rc;
-  return rc + finish(o, 1, result, comm);
+  // The other ranks wait while rank 0 runs and checks alone.
+  rc = sync.value_from_rank(rc, 0, "the wait for rank 0's --schedule local run", local_run_seconds(o));
+  result.failures = rc + o.test_failures;
+  return finish(o, 1, result, rank);
 }
 
 template <class T, class CommSpace>
-int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute, MPI_Comm mpi) {
+int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute, Sync& sync) {
   using Ring   = RingAttention<T, CommSpace, Exec>;
   const int P  = comm.size(), rank = comm.rank();
   const long N = o.seq;
@@ -123,13 +128,13 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
                 sched.idle_fraction_printed());
     std::printf("# kv heads per pass: %d of %d\n", timed_ring->kv_heads_per_pass(), o.kv_heads);
   };
-  return run_executor<T>(o, run, compute, mpi);
+  return run_executor<T>(o, run, compute, sync);
 }
 
 template <class T>
-int run_ring(const Options& o, MPI_Comm mpi) {
+int run_ring(const Options& o, Sync& sync) {
   // Two instances: transfers on one, tiles on the other (distinct streams on GPUs).
-  return with_communicator(o, mpi, [&](auto& comm, const Exec& compute) { return run_ring_with<T>(o, comm, compute, mpi); });
+  return with_communicator(o, sync, [&](auto& comm, const Exec& compute) { return run_ring_with<T>(o, comm, compute, sync); });
 }
 
 }  // namespace DistAttn::Driver

@@ -12,7 +12,7 @@
 namespace DistAttn::Driver {
 
 template <class T, class CommSpace>
-int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute, MPI_Comm mpi) {
+int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, const Exec& compute, Sync& sync) {
   using Uly    = UlyssesAttention<T, CommSpace, Exec>;
   const int P  = comm.size(), rank = comm.rank();
   const long N = o.seq;
@@ -52,12 +52,12 @@ int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, cons
                 "group(s)\n",
                 h.local_heads(), h.local_kv_heads(), h.kv_replicas(), ulysses_head_groups(h, o.ulysses_groups));
   };
-  return run_executor<T>(o, run, compute, mpi);
+  return run_executor<T>(o, run, compute, sync);
 }
 
 template <class T>
-int run_ulysses(const Options& o, MPI_Comm mpi) {
-  return with_communicator(o, mpi, [&](auto& comm, const Exec& compute) { return run_ulysses_with<T>(o, comm, compute, mpi); });
+int run_ulysses(const Options& o, Sync& sync) {
+  return with_communicator(o, sync, [&](auto& comm, const Exec& compute) { return run_ulysses_with<T>(o, comm, compute, sync); });
 }
 
 }  // namespace DistAttn::Driver

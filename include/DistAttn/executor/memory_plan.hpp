@@ -18,9 +18,12 @@
 #include <DistAttn/core/kokkos_compat.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -80,10 +83,75 @@ struct MemoryPlan {
 
 namespace Impl {
 
-/// `limit` when non-zero, else DISTATTN_MEMORY_LIMIT (bytes) when set, else 0 (none).
+/// A memory size in bytes as written in DISTATTN_MEMORY_LIMIT (`name`): an integer
+/// ("4096"), a decimal number ("1e9", "2.5e3"), or either with a unit: K, M, G, T,
+/// alone or as KiB ... TiB, are powers of 1024; KB, MB, GB, TB powers of 1000; B is
+/// one byte (GNU coreutils' convention; case-insensitive). A fraction of a byte is
+/// dropped. Anything else, less than one byte or more than size_t holds throws
+/// InvalidArgument naming the variable and the value.
+inline std::size_t parse_memory_size(const std::string& text, const char* name) {
+  auto fail = [&](const char* why) {
+    std::ostringstream os;
+    os << "environment variable " << name << "='" << text << "' " << why
+       << ": give bytes as an integer or decimal number (4096, 1e9) with an optional unit K, M, G, T or "
+          "KiB, MiB, GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000), e.g. 512MiB or 1G; "
+          "unset it for no limit";
+    throw_invalid_argument("DistAttn::memory_limit", os.str());
+  };
+  auto digit = [&](std::size_t i) { return i < text.size() && text[i] >= '0' && text[i] <= '9'; };
+  std::size_t i = 0;
+  while (digit(i)) ++i;
+  const std::size_t int_end = i;
+  if (i < text.size() && text[i] == '.') {
+    ++i;
+    while (digit(i)) ++i;
+  }
+  if (i == 0 || (i == 1 && text[0] == '.')) fail("is not a memory size");
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    std::size_t j = i + 1;
+    if (j < text.size() && (text[j] == '+' || text[j] == '-')) ++j;
+    if (!digit(j)) fail("is not a memory size");
+    while (digit(j)) ++j;
+    i = j;
+  }
+  std::string unit = text.substr(i);
+  for (char& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
+  const std::string prefixes = "KMGT";
+  std::uint64_t base = 1, power = 0;
+  if (!unit.empty() && unit != "B") {
+    const auto p = prefixes.find(unit[0]);
+    const std::string rest = unit.substr(1);
+    if (p == std::string::npos || !(rest.empty() || rest == "B" || rest == "IB")) fail("has an unknown unit");
+    base  = rest == "B" ? 1000 : 1024;
+    power = p + 1;
+  }
+  const std::string number = text.substr(0, i);
+  if (int_end == i) {  // an integer: exact
+    errno = 0;
+    const unsigned long long n = std::strtoull(number.c_str(), nullptr, 10);
+    if (errno == ERANGE) fail("is too large");
+    std::uint64_t v = n;
+    for (std::uint64_t k = 0; k < power; ++k) {
+      if (v > std::numeric_limits<std::uint64_t>::max() / base) fail("is too large");
+      v *= base;
+    }
+    if (v == 0) fail("is less than one byte");
+    if (v > std::numeric_limits<std::size_t>::max()) fail("is too large");
+    return std::size_t(v);
+  }
+  long double bytes = std::strtold(number.c_str(), nullptr);
+  for (std::uint64_t k = 0; k < power; ++k) bytes *= (long double)(base);
+  if (!(bytes < (long double)(std::numeric_limits<std::size_t>::max()))) fail("is too large");
+  if (bytes < 1) fail("is less than one byte");
+  return std::size_t(bytes);
+}
+
+/// `limit` when non-zero, else DISTATTN_MEMORY_LIMIT (parse_memory_size) when set
+/// and not empty, else 0 (none).
 inline std::size_t memory_limit(std::size_t limit) {
   if (limit == 0)
-    if (const char* env = std::getenv("DISTATTN_MEMORY_LIMIT")) limit = std::size_t(std::strtoull(env, nullptr, 10));
+    if (const char* env = std::getenv("DISTATTN_MEMORY_LIMIT"); env != nullptr && *env != 0)
+      limit = parse_memory_size(env, "DISTATTN_MEMORY_LIMIT");
   return limit;
 }
 

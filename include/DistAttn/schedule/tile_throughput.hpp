@@ -37,13 +37,17 @@
 #include <DistAttn/schedule/causal_pairs.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -302,10 +306,18 @@ class TileThroughput {
       std::istringstream ls(line);
       std::string word;
       if (!(ls >> word)) continue;
+      // Called once a record is read: anything left on the line is an error.
+      const auto end_of_record = [&] {
+        ls.clear();
+        std::string junk;
+        DISTATTN_REQUIRE(!(ls >> junk), where,
+                         source << ":" << lineno << ": unexpected '" << junk << "' after the '" << word << "' record");
+      };
       // One-number records: the word, the number's unit (for the message) and its setter.
       const auto scalar = [&](const char* unit, auto&& set) {
         double v = -1;
         DISTATTN_REQUIRE(ls >> v, where, source << ":" << lineno << ": expected '" << word << " <" << unit << ">'");
+        end_of_record();
         set(v);
       };
       if (word == "elementwise") {
@@ -330,6 +342,7 @@ class TileThroughput {
         DISTATTN_REQUIRE(ls >> h >> f, where,
                          source << ":" << lineno << ": expected 'heads <batch_heads> <factor> [<ranks_per_core>]'");
         if (!(ls >> share)) share = 1;
+        end_of_record();
         DISTATTN_REQUIRE(std::isfinite(share) && share >= 1, where,
                          source << ":" << lineno << ": ranks_per_core must be >= 1, got " << share);
         auto all = t.head_factors(share);
@@ -356,6 +369,7 @@ class TileThroughput {
           r.overhead_per_head = true;
         }
       }
+      end_of_record();
       DISTATTN_REQUIRE(dir == "fwd" || dir == "bwd", where,
                        source << ":" << lineno << ": direction '" << dir << "' is not fwd or bwd");
       DISTATTN_REQUIRE(kind == "full" || kind == "causal", where,
@@ -366,12 +380,28 @@ class TileThroughput {
     }
     return t;
   }
+  /// Reads a table written by to_text (cost_calibrate). The path must name a
+  /// regular file: a FIFO would block, a directory reads as nothing.
   static TileThroughput load(const std::string& path) {
-    std::ifstream f(path);
-    DISTATTN_REQUIRE(f.good(), "DistAttn::TileThroughput::load", "cannot open tile throughput file '" << path << "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return from_text(ss.str(), path);
+    constexpr const char* where = "DistAttn::TileThroughput::load";
+    std::error_code ec;
+    const auto st = std::filesystem::status(path, ec);
+    DISTATTN_REQUIRE(std::filesystem::exists(st), where,
+                     "cannot open tile throughput file '" << path << "': "
+                                                          << (ec ? ec.message() : std::string("no such file")));
+    DISTATTN_REQUIRE(std::filesystem::is_regular_file(st), where,
+                     "tile throughput file '" << path << "' is not a regular file (a directory, FIFO or device)");
+    errno = 0;
+    std::ifstream f(path, std::ios::binary);
+    DISTATTN_REQUIRE(f.good(), where,
+                     "cannot open tile throughput file '" << path << "': " << std::strerror(errno));
+    std::string text;
+    char buf[4096];
+    while (f.read(buf, sizeof buf) || f.gcount() > 0) text.append(buf, std::size_t(f.gcount()));
+    // read() sets badbit when the file system reports an error (not at the end).
+    DISTATTN_REQUIRE(!f.bad(), where,
+                     "error reading tile throughput file '" << path << "' after " << text.size() << " bytes");
+    return from_text(text, path);
   }
 
   static std::string describe(const ShapeClass& c) {
