@@ -8,6 +8,7 @@
 #include "executor_memory_helpers.hpp"
 
 #include <DistAttn/grid2d/grid2d_attention.hpp>
+#include <DistAttn/impl/member_count.hpp>
 #include <DistAttn/hybrid/hybrid_attention.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/ulysses/ulysses_attention.hpp>
@@ -23,37 +24,18 @@ namespace {
 
 // ---- the options structs' fields, counted so that a new one cannot be forgotten ----
 
-struct AnyField {
-  template <class U>
-  operator U() const;
-};
-template <class T, class... A>
-constexpr auto brace_initializable(int) -> decltype(T{std::declval<A>()...}, true) {
-  return true;
-}
-template <class T, class... A>
-constexpr bool brace_initializable(...) {
-  return false;
-}
-/// Members of the aggregate T (a base class counts as one).
-template <class T, class... A>
-constexpr std::size_t field_count() {
-  if constexpr (brace_initializable<T, A..., AnyField>(0))
-    return field_count<T, A..., AnyField>();
-  else
-    return sizeof...(A);
-}
+using Impl::member_count;
 
 // A failure here means an options struct gained a field. If it changes what a
 // pass computes or whether it communicates, add it to Impl::option_fields
 // (ExecutorOptions, AttnOptions) or to the executor's construction_fields, and
 // to the table of the test below; then update the count.
-static_assert(field_count<AttnOptions>() == 5, "AttnOptions changed: see the comment above");
-static_assert(field_count<ExecutorOptions>() == 7, "ExecutorOptions changed: see the comment above");
-static_assert(field_count<RingOptions>() == 2, "RingOptions changed: see the comment above");
-static_assert(field_count<Grid2DOptions>() == 2, "Grid2DOptions changed: see the comment above");
-static_assert(field_count<UlyssesOptions>() == 2, "UlyssesOptions changed: see the comment above");
-static_assert(field_count<HybridOptions>() == 5, "HybridOptions changed: see the comment above");
+static_assert(member_count<AttnOptions>() == 5, "AttnOptions changed: see the comment above");
+static_assert(member_count<ExecutorOptions>() == 7, "ExecutorOptions changed: see the comment above");
+static_assert(member_count<RingOptions>() == 2, "RingOptions changed: see the comment above");
+static_assert(member_count<Grid2DOptions>() == 2, "Grid2DOptions changed: see the comment above");
+static_assert(member_count<UlyssesOptions>() == 2, "UlyssesOptions changed: see the comment above");
+static_assert(member_count<HybridOptions>() == 5, "HybridOptions changed: see the comment above");
 
 using Ring   = RingAttention<T, MpiSpace, Exec>;
 using Uly    = UlyssesAttention<T, MpiSpace, Exec>;
@@ -92,7 +74,7 @@ std::vector<Mutation> free_mutations() {
           {"recv_delay_ms", [](ExecutorOptions& o) { o.recv_delay_ms = 1.0; }},
           {"memory_limit_bytes", [](ExecutorOptions& o) { o.memory_limit_bytes = std::size_t(1) << 40; }}};
 }
-static_assert(field_count<ExecutorOptions>() - 1 + field_count<AttnOptions>() - 1 == 7 + 3,
+static_assert(member_count<ExecutorOptions>() - 1 + member_count<AttnOptions>() - 1 == 7 + 3,
               "every ExecutorOptions/AttnOptions field but attn and mask is in one table above");
 
 constexpr int kB = 1, kC = 4, kD = 8;

@@ -8,6 +8,7 @@
 #include "driver_runs.hpp"
 #include "sync.hpp"
 
+#include <cstdlib>
 #include <DistAttn/DistAttn.hpp>
 
 #include <mpi.h>
@@ -17,6 +18,9 @@
 #include <sstream>
 
 int main(int argc, char** argv) {
+  // NVLink multicast stays off unless the launcher says otherwise: on shared
+  // hosts it can put the GPUs out of service. The library itself never sets it.
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
   MPI_Init(&argc, &argv);
   int rc = 0;
   {

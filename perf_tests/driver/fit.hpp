@@ -9,6 +9,7 @@
 
 #include "driver_common.hpp"
 
+#include <array>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/kokkos_compat.hpp>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -154,6 +156,19 @@ long longest_fit(const Options& o, const FitModel& m, std::size_t usable, Sync& 
 /// and why, and the longest sequence that fits.
 template <class T>
 void check_memory_before_allocating(const Options& o, const FitModel& m, Sync& sync) {
+  // Kokkos 3.4 allocates 0 bytes for a tensor of a multiple of 2^32 elements, and
+  // the driver would write past it: ask Kokkos before allocating.
+  const std::size_t rows = std::size_t(m.rows_at(o.seq));
+  std::ostringstream span;
+  for (const auto& [name, heads] : {std::pair<const char*, int>{"q", o.heads}, {"k", o.kv_heads}}) {
+    const std::array<std::size_t, 4> e{std::size_t(o.batch), rows, std::size_t(heads), std::size_t(o.dim)};
+    if (span.str().empty() && !compat::layout_right_span_exact(e))
+      span << "--seq " << o.seq << " gives each rank a tensor '" << name << "' of [" << e[0] << ", " << e[1] << ", "
+           << e[2] << ", " << e[3] << "] = " << e[0] * e[1] * e[2] * e[3]
+           << " elements, which this Kokkos cannot allocate whole (Kokkos 3.4 allocates 0 bytes for a View of rank "
+              "3 or more whose element count is a multiple of 2^32): change --seq, --heads or --dim";
+  }
+  sync.agree(span.str(), "the tensor extents check before allocating");
   const UsableMemory u   = usable_memory(sync);
   const std::size_t need = fit_need<T>(o, m, o.seq);
   if (sync.min(need <= u.bytes ? 1 : 0, "the memory check before allocating") == 1) return;

@@ -13,6 +13,7 @@
 #include "common/timer.hpp"
 #include "train_options.hpp"
 
+#include <cstdlib>
 #include <DistAttn/layer.hpp>
 #include <DistAttn/testing/layer_init.hpp>
 
@@ -279,6 +280,9 @@ int run_dtype(const Options& o) {
 }  // namespace DistAttn::Train
 
 int main(int argc, char** argv) {
+  // NVLink multicast stays off unless the launcher says otherwise: on shared
+  // hosts it can put the GPUs out of service. The library itself never sets it.
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
   MPI_Init(&argc, &argv);
   int rank = 0, rc = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

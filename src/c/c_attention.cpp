@@ -4,6 +4,7 @@
 #include "c_agree.hpp"
 
 #include <DistAttn/core/kokkos_compat.hpp>
+#include <DistAttn/impl/member_count.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -54,34 +55,10 @@ struct RawConfig {
 #undef DISTATTN_C_RAW_MEMBER
 };
 
-/// The number of members of an aggregate of scalars: it is brace-initializable
-/// from as many values as it has members, no more. (One distinct placeholder type
-/// per position: nvcc's front end miscounts a pack of one type.)
-template <std::size_t>
-struct AnyValue {
-  template <class T>
-  constexpr operator T() const noexcept;
-};
-template <class T, std::size_t... I>
-constexpr auto initializable(std::index_sequence<I...>, int) -> decltype(T{AnyValue<I>{}...}, true) {
-  return true;
-}
-template <class T, std::size_t... I>
-constexpr bool initializable(std::index_sequence<I...>, ...) {
-  return false;
-}
-template <class T, std::size_t N = 0>
-constexpr std::size_t member_count() {
-  if constexpr (initializable<T>(std::make_index_sequence<N + 1>{}, 0))
-    return member_count<T, N + 1>();
-  else
-    return N;
-}
-
 #define DISTATTN_C_COUNT(...) +1
 constexpr std::size_t kListedFields = 0 DISTATTN_C_CONFIG_FIELDS(DISTATTN_C_COUNT, DISTATTN_C_COUNT);
 #undef DISTATTN_C_COUNT
-static_assert(member_count<distattn_attention_config>() == kListedFields,
+static_assert(Impl::member_count<distattn_attention_config>() == kListedFields,
               "distattn_attention_config gained or lost a field: list it in DISTATTN_C_CONFIG_FIELDS "
               "(src/c/c_attention.cpp) as AGREED (every rank must pass the same value: anything that changes "
               "results or communication) or EXEMPT (with the reason), check it in check_config, and extend the "
