@@ -205,8 +205,9 @@ class Grid2DAttention {
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
     begin_pass(where, true);
+    const bool reused = g == Hkv_ && agree_.unanimous();
     if (g == Hkv_) {
-      if (!agree_.unanimous()) permute_kv(kc, vc);
+      if (!reused) permute_kv(kc, vc);
       run_backward(qc, o, dout, lse, dq, dk, dv);
     } else {
       Impl::for_each_head_group(H_, Hkv_, g, [&](auto qh, auto kh) {
@@ -217,7 +218,7 @@ class Grid2DAttention {
                      Impl::head_range(dv, kh));
       });
     }
-    remember_kv(g, k, v);
+    if (!reused) remember_kv(g, k, v);  // reused: what was saved still holds
     end_pass();
   }
 

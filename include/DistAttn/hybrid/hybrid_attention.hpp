@@ -261,7 +261,7 @@ class HybridAttention {
     });
     rec_.step();
     x_.grads_from_heads(dq, dk, dv);
-    saved_.remember(compute_, q, k, v, o, lse);
+    if (!reuse) saved_.remember(compute_, q, k, v, o, lse);  // reused: what was saved still holds
     end_pass();
   }
 

@@ -5,7 +5,7 @@
 /// rank checks its own arguments, then one small all-gather shares every rank's
 /// outcome and configuration, so a bad argument or a differing option on one rank
 /// raises InvalidArgument on all of them instead of a hang or a silently wrong
-/// result (docs/design/errors.md).
+/// result.
 
 #include <DistAttn/comm.hpp>
 #include <DistAttn/core/error.hpp>

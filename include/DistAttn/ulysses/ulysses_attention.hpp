@@ -149,7 +149,7 @@ class UlyssesAttention {
       Reqs r = x_.post_inputs(q, k, v, x_.slice(g));
       x_.finish_inputs(r, x_.slice(g));
     }
-    saved_.remember(compute_, q, k, v);
+    if (!reuse) saved_.remember(compute_, q, k, v);  // reused: what was saved still holds
     // Delta from the sequence side's O, so O never travels.
     attention_bwd_delta(compute_, o, dout, x_.seq_delta());
     x_.clear_grads();

@@ -126,9 +126,12 @@ class Communicator<MpiSpace, Exec> {
 
   /// Throws CommunicationError if an earlier wait on this MPI handle timed out,
   /// failed or was cancelled while pending (comm/mpi/health.hpp).
-  void require_usable(const char* where) const { Impl::require_healthy(*health_, where, rank_, size_); }
+  void require_usable(const char* where) const {
+    if (!health_) Impl::throw_communication_error(where, "this communicator was moved from");
+    Impl::require_healthy(*health_, where, rank_, size_);
+  }
   /// True until a communication error makes the handle unusable (health.hpp).
-  bool usable() const { return !health_->broken(); }
+  bool usable() const { return health_ && !health_->broken(); }
 
   /// A request bound to this communicator's handle and timeout (for the
   /// transport); every operation starts here, so a broken communicator refuses it.
@@ -165,7 +168,7 @@ class Communicator<MpiSpace, Exec> {
   TimeoutSettings timeout_{};
   HostStaging staging_ = HostStaging::Auto;
   std::shared_ptr<Impl::HostStagingPool> pool_;
-  std::shared_ptr<Impl::MpiCommHealth> health_ = std::make_shared<Impl::MpiCommHealth>();
+  std::shared_ptr<Impl::MpiCommHealth> health_;  ///< shared by every wrapper of comm_; null once moved from
 };
 
 }  // namespace DistAttn
