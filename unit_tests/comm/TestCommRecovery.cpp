@@ -1,8 +1,8 @@
 // A communicator whose wait timed out is never used again as if nothing had
 // happened (issue #35, item 2). Before the fix, with TimeoutPolicy::Throw, a
-// retry on the same MPI communicator returned success on some ranks with wrong
-// outputs (relative error 0.44 on O): they received the late rank's stale sends,
-// which carry the same tags. Now every rank gets CommunicationError for every
+// retry on the same MPI communicator returned success (on all 3 ranks of
+// agreement_np3 with the refusal disabled): the ranks could receive the late
+// rank's stale sends, which carry the same tags, as their data. Now every rank gets CommunicationError for every
 // later use, through the same executor or a new one, and a new communicator
 // works and gives the right answer.
 
