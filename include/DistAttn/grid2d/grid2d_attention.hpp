@@ -171,6 +171,7 @@ class Grid2DAttention {
     const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
     const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
+    saved_.clear();  // K_t|V_t is rewritten from here: a pass that fails midway leaves nothing to reuse
     begin_pass(where, false);
     if (g == Hkv_) {
       run_forward(qc, kc, vc, o, lse);
@@ -206,6 +207,7 @@ class Grid2DAttention {
     const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
     begin_pass(where, true);
     const bool reused = g == Hkv_ && agree_.unanimous();
+    if (!reused) saved_.clear();  // K_t|V_t is rewritten below
     if (g == Hkv_) {
       if (!reused) permute_kv(kc, vc);
       run_backward(qc, o, dout, lse, dq, dk, dv);

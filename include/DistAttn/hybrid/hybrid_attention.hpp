@@ -216,6 +216,7 @@ class HybridAttention {
       check_memory(where, false);
     });
     x_.use_workspace(false);
+    saved_.clear();  // the head side is rewritten from here: a pass that fails midway leaves nothing to reuse
     begin_pass(where);
     // Steps: sequence -> heads all-to-all, the inner executor's pass, heads -> sequence.
     rec_.step();
@@ -248,6 +249,7 @@ class HybridAttention {
     begin_pass(where);
     rec_.step();
     if (!reuse) {
+      saved_.clear();  // the head side is rewritten below
       x_.inputs_to_heads(q, k, v);
       x_.tensor_to_heads(o);
       // Same buffers, new contents: spare Attention2D checking its permuted K/V.

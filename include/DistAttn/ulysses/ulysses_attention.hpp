@@ -113,11 +113,12 @@ class UlyssesAttention {
       check_memory(where, false);
     });
     x_.use_workspace(false);
+    // q_h, k_h, v_h are rewritten from here: a pass that fails midway leaves nothing to reuse.
+    saved_.clear();
     begin_pass(where);
     // The head side holds the whole sequence in position order.
     rec_.step();
     Reqs first = x_.post_inputs(q, k, v, x_.slice(0));
-    saved_.remember(compute_, q, k, v);
     pipeline(
         first, [&](const Slice& s) { return x_.post_inputs(q, k, v, s); },
         [&](Reqs& r, const Slice& s) { x_.finish_inputs(r, s); },
@@ -126,6 +127,7 @@ class UlyssesAttention {
         },
         [&](const Slice& s) { return x_.post_output(s); },
         [&](Reqs& r, const Slice& s) { x_.finish_output(r, o, lse, s); });
+    saved_.remember(compute_, q, k, v);
     end_pass();
   }
 
@@ -143,6 +145,7 @@ class UlyssesAttention {
     });
     x_.use_workspace(true);
     const bool reuse = agree_.unanimous();
+    if (!reuse) saved_.clear();  // q_h, k_h, v_h are rewritten below
     begin_pass(where);
     rec_.step();
     for (int g = 0; g < x_.groups() && !reuse; ++g) {  // in the forward's group-major layout
