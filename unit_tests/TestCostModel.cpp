@@ -66,21 +66,6 @@ ExecutorChoice grid_choice(ExecutorKind k, int R, int C) {
 
 }  // namespace
 
-TEST(CostModel, CausalPairsMatchBruteForce) {
-  std::mt19937 rng(7);
-  std::uniform_int_distribution<int> off(-40, 60), stride(1, 9), len(0, 30);
-  for (int it = 0; it < 3000; ++it) {
-    const PositionMap q{off(rng), stride(rng)}, k{off(rng), stride(rng)};
-    const std::int64_t nq = len(rng), nk = len(rng);
-    std::int64_t brute = 0;
-    for (std::int64_t i = 0; i < nq; ++i)
-      for (std::int64_t j = 0; j < nk; ++j) brute += k(j) <= q(i) ? 1 : 0;
-    ASSERT_EQ(causal_pairs(q, nq, k, nk), brute)
-        << "q={" << q.offset << "," << q.stride << "} nq=" << nq << " k={" << k.offset << "," << k.stride << "} nk=" << nk;
-  }
-  EXPECT_EQ(causal_pairs({0, 1}, 4000000, {0, 1}, 4000000), std::int64_t(4000000) * 4000001 / 2);
-}
-
 // Whole-tile work as the portable kernels' loops visit it: every query tile
 // against the key tiles up to the first that starts after its last row.
 TEST(CostModel, TilePairsMatchTheKernelLoop) {
@@ -95,11 +80,11 @@ TEST(CostModel, TilePairsMatchTheKernelLoop) {
         full += t * t;
         if (k(k0) <= q(std::min(q0 + t, nq) - 1)) causal += t * t;
       }
-    ASSERT_EQ(tile_pairs(q, nq, k, nk, true, t), causal)
+    ASSERT_EQ(tile_pairs(Mask::causal(q, k), nq, nk, t), causal)
         << "q={" << q.offset << "," << q.stride << "} nq=" << nq << " k={" << k.offset << "," << k.stride << "} nk=" << nk
         << " t=" << t;
-    ASSERT_EQ(tile_pairs(q, nq, k, nk, false, t), full);
-    ASSERT_EQ(tile_pairs(q, nq, k, nk, true, 1), causal_pairs(q, nq, k, nk));
+    ASSERT_EQ(tile_pairs(Mask{MaskKind::None, q, k}, nq, nk, t), full);
+    ASSERT_EQ(tile_pairs(Mask::causal(q, k), nq, nk, 1), Mask::causal(q, k).allowed_pairs(nq, nk));
   }
   // A table with tile rows charges a 72-row block as a 128-row one; without, as 72 rows.
   TileThroughput tiles = test_tiles("float", 64);
@@ -109,7 +94,7 @@ TEST(CostModel, TilePairsMatchTheKernelLoop) {
   tiles.set(full, TileRate{tiles.rate(full).flops_per_s, tiles.rate(full).overhead_s, 64});
   EXPECT_DOUBLE_EQ(tiles.block_seconds(full, 8, {0, 1}, 72, {0, 1}, 72), tiles.call_seconds(full, 8, 128.0 * 128));
   EXPECT_DOUBLE_EQ(tiles.block_seconds(full, 8, {0, 1}, 128, {0, 1}, 128), tiles.call_seconds(full, 8, 128.0 * 128));
-  EXPECT_THROW(tile_pairs({0, 1}, 4, {0, 1}, 4, true, 0), InvalidArgument);
+  EXPECT_THROW(tile_pairs(Mask::causal(), 4, 4, 0), InvalidArgument);
 }
 
 TEST(CostModel, RingBytesAndStepsEqualRingVolume) {

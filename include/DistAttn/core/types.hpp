@@ -1,5 +1,5 @@
 #pragma once
-// Vocabulary types of the building block: tensor layouts, masks, options.
+// Vocabulary types of the building block: tensor layouts and options (masks: core/mask.hpp).
 //
 // Layouts (all LayoutRight, i.e. row-major):
 //   Q, K, V, O, dQ, dK, dV, acc : [batch, seq, heads, head_dim]
@@ -7,6 +7,7 @@
 // K/V carry kv_heads heads; query head h reads KV head h / (heads / kv_heads).
 
 #include <DistAttn/core/kokkos_compat.hpp>
+#include <DistAttn/core/mask.hpp>
 
 #include <cstdint>
 #include <type_traits>
@@ -21,34 +22,6 @@ template <class T, class MemSpace = Kokkos::DefaultExecutionSpace::memory_space>
 using Tensor4 = Kokkos::View<T****, Kokkos::LayoutRight, MemSpace>;
 template <class T, class MemSpace = Kokkos::DefaultExecutionSpace::memory_space>
 using RowStats = Kokkos::View<T***, Kokkos::LayoutRight, MemSpace>;
-
-/// Global token position of local row i: offset + stride * i. Contiguous ring
-/// chunks use (x*c, 1); Attention2D's cyclic shards use (r + s*c, P).
-struct PositionMap {
-  std::int64_t offset = 0;
-  std::int64_t stride = 1;
-  KOKKOS_INLINE_FUNCTION constexpr std::int64_t operator()(std::int64_t i) const {
-    return offset + stride * i;
-  }
-};
-
-enum class MaskKind { None, Causal };
-
-/// Masks are described by positions, never by dense matrices:
-/// Causal allows (i, j) iff q_pos(i) >= k_pos(j).
-struct Mask {
-  MaskKind kind = MaskKind::None;
-  PositionMap q{};
-  PositionMap k{};
-
-  static Mask none() { return Mask{}; }
-  static Mask causal(PositionMap qpos = {}, PositionMap kpos = {}) {
-    return Mask{MaskKind::Causal, qpos, kpos};
-  }
-  KOKKOS_INLINE_FUNCTION bool allowed(std::int64_t i, std::int64_t j) const {
-    return kind == MaskKind::None || q(i) >= k(j);
-  }
-};
 
 /// Which implementation runs a tile. Auto picks the CUDA-tuned kernel where one
 /// exists for the shape and type, the portable Kokkos kernel otherwise.

@@ -150,17 +150,17 @@ struct AttnBwdPortable : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV
       dks(c, j) = Acc(0);
       dvs(c, j) = Acc(0);
     });
-    const bool causal       = mask.kind == MaskKind::Causal;
     const std::int64_t kmin = mask.k(k0), kmax = mask.k(k0 + nk - 1);
+    const RowRange qts      = mask.query_rows(kmin, kmax, Sq).tiles(br);
 
     for (int g = 0; g < group; ++g) {
       const int h = hk * group + g;
-      for (int qt = 0; qt < nqt; ++qt) {
+      for (int qt = qts.begin; qt < qts.end; ++qt) {
         const int q0 = qt * br;
         const int nq = (Sq - q0) < br ? (Sq - q0) : br;
-        const std::int64_t qmin = mask.q(q0), qmax = mask.q(q0 + nq - 1);
-        if (causal && qmax < kmin) continue;
-        const bool elementwise = causal && !(qmin >= kmax);
+        const Relation rel = mask.relation_of_positions(mask.q(q0), mask.q(q0 + nq - 1), kmin, kmax);
+        if (rel == Relation::Skip) continue;
+        const bool elementwise = rel == Relation::Partial;
         team.team_barrier();
         load_query_side(team, qs, dos, lses, dels, b, h, q0, nq);
         team.team_barrier();
@@ -192,14 +192,14 @@ struct AttnBwdPortable : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV
     load_query_side(team, qs, dos, lses, dels, b, h, q0, nq);
     for_each_tile_element<Exec>(team, br, Dl, [&](int r, int j) { dqs(r, j) = Acc(0); });
 
-    const bool causal       = mask.kind == MaskKind::Causal;
     const std::int64_t qmin = mask.q(q0), qmax = mask.q(q0 + nq - 1);
-    for (int kt = 0; kt < nkt; ++kt) {
+    const RowRange kts      = mask.key_rows(qmin, qmax, Sk).tiles(bc);
+    for (int kt = kts.begin; kt < kts.end; ++kt) {
       const int k0 = kt * bc;
       const int nk = (Sk - k0) < bc ? (Sk - k0) : bc;
-      const std::int64_t kmin = mask.k(k0), kmax = mask.k(k0 + nk - 1);
-      if (causal && qmax < kmin) break;
-      const bool elementwise = causal && !(qmin >= kmax);
+      const Relation rel = mask.relation_of_positions(qmin, qmax, mask.k(k0), mask.k(k0 + nk - 1));
+      if (rel == Relation::Skip) continue;
+      const bool elementwise = rel == Relation::Partial;
       team.team_barrier();
       load_key_side(team, ks, vs, b, hk, k0, nk);
       team.team_barrier();

@@ -118,7 +118,7 @@ struct AttnBwdRegTile : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV>
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(KeyPassTag, const member_type& team) const {
-    const int nkt = (Sk + KBC - 1) / KBC, nqt = (Sq + KBR - 1) / KBR;
+    const int nkt = (Sk + KBC - 1) / KBC;
     const TeamTile tt = team_tile(team.league_rank(), nkt, Hkv, KBC, Sk);
     const int b = tt.b, hk = tt.h, k0 = tt.r0, nk = tt.n;
 
@@ -143,14 +143,12 @@ struct AttnBwdRegTile : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV>
       lk.store(team, ks, ld, KBC, width, Acc(1));
       lv.store(team, vs, ld, KBC, width, Acc(1));
     }
-    const bool causal       = mask.kind == MaskKind::Causal;
     const std::int64_t kmin = mask.k(k0), kmax = mask.k(k0 + nk - 1);
-    // The query tiles that see this key tile are a suffix (positions grow with the
+    // The query tiles that see this key tile are a range (positions grow with the
     // index); the team walks them for every head of the group, loading the next
     // tile's Q and dO during the current tile's products.
-    int qt0 = 0;
-    while (causal && qt0 < nqt && mask.q((qt0 + 1) * KBR - 1 < Sq ? (qt0 + 1) * KBR - 1 : Sq - 1) < kmin) ++qt0;
-    const int per_head = nqt - qt0, n_tiles = group * per_head;
+    const RowRange qts = mask.query_rows(kmin, kmax, Sq).tiles(KBR);
+    const int qt0 = qts.begin, per_head = qts.end - qts.begin, n_tiles = group * per_head;
     auto q0_of = [&](int t) { return (qt0 + t % per_head) * KBR; };
     auto h_of  = [&](int t) { return hk * group + t / per_head; };
     auto nq_of = [&](int t) { return (Sq - q0_of(t)) < KBR ? (Sq - q0_of(t)) : KBR; };
@@ -161,7 +159,8 @@ struct AttnBwdRegTile : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV>
     }
     for (int t = 0; t < n_tiles; ++t) {
       const int h = h_of(t), q0 = q0_of(t), nq = nq_of(t);
-      const bool elementwise = causal && !(mask.q(q0) >= kmax);
+      const bool elementwise =
+          mask.relation_of_positions(mask.q(q0), mask.q(q0 + nq - 1), kmin, kmax) == Relation::Partial;
       team.team_barrier();  // the previous tile's products are done with Q, dO, P^T, dS^T
       lq.store(team, qs, ld, KBR, width, Acc(1));
       ldo.store(team, dos, ld, KBR, width, Acc(1));
@@ -190,7 +189,7 @@ struct AttnBwdRegTile : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV>
   }
 
   KOKKOS_INLINE_FUNCTION void operator()(QueryPassTag, const member_type& team) const {
-    const int nqt = (Sq + QBR - 1) / QBR, nkt = (Sk + QBC - 1) / QBC;
+    const int nqt = (Sq + QBR - 1) / QBR;
     const TeamTile tt = team_tile(team.league_rank(), nqt, H, QBR, Sq);
     const int b = tt.b, h = tt.h, hk = h / group, q0 = tt.r0, nq = tt.n;
 
@@ -215,21 +214,22 @@ struct AttnBwdRegTile : AttnBwdOperands<QV, KV, VV, DOV, LseV, DeltaV, GQV, GKV>
       ldo.store(team, dos, ld, QBR, width, Acc(1));
     }
     stage_row_stats(team, QBR, lses, dels, b, h, q0, nq);
-    const bool causal       = mask.kind == MaskKind::Causal;
     const std::int64_t qmin = mask.q(q0), qmax = mask.q(q0 + nq - 1);
-    // The key tiles this query tile sees are a prefix; the next one's K and V load
+    // The key tiles this query tile sees are a range; the next one's K and V load
     // during the current one's products.
-    auto admitted = [&](int kt) { return kt < nkt && !(causal && qmax < mask.k(kt * QBC)); };
-    auto rows_of  = [&](int kt) { return (Sk - kt * QBC) < QBC ? (Sk - kt * QBC) : QBC; };
+    const RowRange kts = mask.key_rows(qmin, qmax, Sk).tiles(QBC);
+    auto admitted      = [&](int kt) { return kt < kts.end; };
+    auto rows_of       = [&](int kt) { return (Sk - kt * QBC) < QBC ? (Sk - kt * QBC) : QBC; };
     TileLoader<TK, loader_pairs(QBC, MaxD)> lk, lv;
-    if (admitted(0)) {
-      lk.load(team, k, paired, rows_of(0), width, D, b, 0, hk);
-      lv.load(team, v, paired, rows_of(0), width, D, b, 0, hk);
+    if (admitted(kts.begin)) {
+      lk.load(team, k, paired, rows_of(kts.begin), width, D, b, kts.begin * QBC, hk);
+      lv.load(team, v, paired, rows_of(kts.begin), width, D, b, kts.begin * QBC, hk);
     }
-    for (int kt = 0; admitted(kt); ++kt) {
+    for (int kt = kts.begin; admitted(kt); ++kt) {
       const int k0 = kt * QBC;
       const int nk = rows_of(kt);
-      const bool elementwise = causal && !(qmin >= mask.k(k0 + nk - 1));
+      const bool elementwise =
+          mask.relation_of_positions(qmin, qmax, mask.k(k0), mask.k(k0 + nk - 1)) == Relation::Partial;
       team.team_barrier();  // the previous tile's product is done with K and dS
       lk.store(team, ks, ld, QBC, width, Acc(1));
       lv.store(team, vs, ld, QBC, width, Acc(1));

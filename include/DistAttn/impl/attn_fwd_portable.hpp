@@ -97,19 +97,15 @@ struct AttnFwdUpdatePortable : AttnFwdOperands<QV, KV, VV, AccV, StatV> {
     });
     team.team_barrier();
 
-    const bool causal = mask.kind == MaskKind::Causal;
     const std::int64_t qmax = mask.q(q0 + nq - 1);
     const std::int64_t qmin = mask.q(q0);
-    const int nkt = (Sk + bc - 1) / bc;
-    for (int kt = 0; kt < nkt; ++kt) {
+    const RowRange kts      = mask.key_rows(qmin, qmax, Sk).tiles(bc);
+    for (int kt = kts.begin; kt < kts.end; ++kt) {
       const int k0 = kt * bc;
       const int nk = (Sk - k0) < bc ? (Sk - k0) : bc;
-      const std::int64_t kmin = mask.k(k0);
-      const std::int64_t kmax = mask.k(k0 + nk - 1);
-      // Positions grow with the index, so once a tile starts after the last
-      // query every later tile does too.
-      if (causal && qmax < kmin) break;
-      const bool elementwise = causal && !(qmin >= kmax);
+      const Relation rel = mask.relation_of_positions(qmin, qmax, mask.k(k0), mask.k(k0 + nk - 1));
+      if (rel == Relation::Skip) continue;
+      const bool elementwise = rel == Relation::Partial;
 
       // Padding rows of K and V are zero, so the products run on whole tiles.
       stage_rows<Exec>(team, ks, nk, k, b, k0, hk, Acc(1));

@@ -106,21 +106,20 @@ struct AttnFwdRegTile : AttnFwdOperands<QV, KV, VV, AccV, StatV> {
       ls[tid] = tid < nq ? l(b, h, q0 + tid) : Acc(0);
     }
 
-    const bool causal       = mask.kind == MaskKind::Causal;
     const std::int64_t qmax = mask.q(q0 + nq - 1);
     const std::int64_t qmin = mask.q(q0);
-    const int nkt           = (Sk + BC - 1) / BC;
-    // The key tiles the mask admits are a prefix: positions grow with the index, so
-    // once a tile starts after the last query every later tile does too.
-    auto admitted = [&](int kt) { return kt < nkt && !(causal && qmax < mask.k(kt * BC)); };
-    auto rows_of  = [&](int kt) { return (Sk - kt * BC) < BC ? (Sk - kt * BC) : BC; };
+    // The key tiles the mask admits are a range (positions grow with the index); the
+    // next tile's K loads during the current one's products.
+    const RowRange kts = mask.key_rows(qmin, qmax, Sk).tiles(BC);
+    auto admitted      = [&](int kt) { return kt < kts.end; };
+    auto rows_of       = [&](int kt) { return (Sk - kt * BC) < BC ? (Sk - kt * BC) : BC; };
     KVLoader lkv;
-    if (admitted(0)) lkv.load(team, k, paired, rows_of(0), width, D, b, 0, hk);
-    for (int kt = 0; admitted(kt); ++kt) {
+    if (admitted(kts.begin)) lkv.load(team, k, paired, rows_of(kts.begin), width, D, b, kts.begin * BC, hk);
+    for (int kt = kts.begin; admitted(kt); ++kt) {
       const int k0 = kt * BC;
       const int nk = rows_of(kt);
-      const std::int64_t kmax = mask.k(k0 + nk - 1);
-      const bool elementwise  = causal && !(qmin >= kmax);
+      const bool elementwise =
+          mask.relation_of_positions(qmin, qmax, mask.k(k0), mask.k(k0 + nk - 1)) == Relation::Partial;
 
       team.team_barrier();  // the previous P V is done with P and V
       lkv.store(team, kvs, ld, BC, width, Acc(1));

@@ -4,7 +4,7 @@
 /// passes from: the link level of each collective, the slowest rank's block call
 /// per step, and the rings of the O variant. Not part of the API.
 
-#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/core/mask.hpp>
 #include <DistAttn/schedule/cost_types.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
 #include <DistAttn/schedule/machine_model.hpp>

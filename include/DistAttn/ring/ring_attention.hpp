@@ -458,7 +458,7 @@ class RingAttention {
 
   // Zigzag: local rows [0, c/2) are global half-chunk `rank`, rows [c/2, c) are
   // half-chunk 2P-1-rank. A block between two ranks' data is up to four
-  // half-blocks; each is skipped, unmasked or causal by its half-chunk ids.
+  // half-blocks; each is skipped, unmasked or masked as its relation says.
   template <class V>
   auto half(const V& v, int a) const {
     const int h = c_ / 2;
@@ -471,15 +471,15 @@ class RingAttention {
   }
   template <class F>
   void for_each_half_block(int qrank, int krank, F&& f) const {
+    const int h = c_ / 2;
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) {
-        if (!opts_.causal) {
-          f(a, b, Mask::none());
-          continue;
+        const Mask m = opts_.causal ? Mask::causal(layout_.piece(qrank, a), layout_.piece(krank, b)) : Mask::none();
+        switch (m.relation(0, h, 0, h)) {
+          case Relation::Skip: break;
+          case Relation::Full: f(a, b, Mask::none()); break;
+          case Relation::Partial: f(a, b, m); break;
         }
-        const std::int64_t qb = layout_.block_of(qrank, a), kb = layout_.block_of(krank, b);
-        if (kb > qb) continue;  // every key after every query
-        f(a, b, kb == qb ? Mask::causal(layout_.piece(qrank, a), layout_.piece(krank, b)) : Mask::none());
       }
   }
   template <class QV, class KV, class VV>

@@ -28,7 +28,7 @@
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/impl/grid2d_cost_context.hpp>
 #include <DistAttn/schedule/cost_types.hpp>
-#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/core/mask.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
 #include <DistAttn/schedule/grid2d_volume.hpp>
 #include <DistAttn/schedule/machine_model.hpp>

@@ -14,7 +14,7 @@
 /// Every rank of every step is evaluated from RingSchedule itself (O(P * steps)).
 
 #include <DistAttn/schedule/cost_types.hpp>
-#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/core/mask.hpp>
 #include <DistAttn/schedule/machine_model.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/padding.hpp>

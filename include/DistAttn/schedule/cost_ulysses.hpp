@@ -12,7 +12,7 @@
 
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/schedule/cost_types.hpp>
-#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/core/mask.hpp>
 #include <DistAttn/schedule/machine_model.hpp>
 #include <DistAttn/schedule/ulysses_volume.hpp>
 

@@ -2,7 +2,7 @@
 /// @file schedules.hpp
 /// Umbrella for the communication-free schedule and layout value types.
 
-#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/core/mask.hpp>
 #include <DistAttn/schedule/cost_model.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
 #include <DistAttn/schedule/grid2d_shape.hpp>

@@ -34,7 +34,7 @@
 /// (TileRate::overhead_per_head), as cost_calibrate measures it on host spaces.
 
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/schedule/causal_pairs.hpp>
+#include <DistAttn/core/mask.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -53,6 +53,24 @@
 #include <vector>
 
 namespace DistAttn {
+
+/// Pairs a kernel that computes whole t x t tiles spends on the block of nq query
+/// rows and nk key rows under mask m: every tile counts t * t pairs, partial last
+/// tiles included, and each query tile visits the key tiles m.key_rows names (the
+/// portable kernels' loops, impl/attn_fwd_portable.hpp). O(nq / t).
+inline std::int64_t tile_pairs(const Mask& m, std::int64_t nq, std::int64_t nk, std::int64_t t) {
+  DISTATTN_REQUIRE(nq >= 0 && nk >= 0 && t >= 1, "DistAttn::tile_pairs",
+                   "row counts must be >= 0 and the tile >= 1 (nq=" << nq << ", nk=" << nk << ", t=" << t << ")");
+  DISTATTN_REQUIRE(m.q.stride >= 1 && m.k.stride >= 1, "DistAttn::tile_pairs",
+                   "strides must be >= 1 (query stride " << m.q.stride << ", key stride " << m.k.stride << ")");
+  if (nq == 0 || nk == 0) return 0;
+  std::int64_t tiles = 0;
+  for (std::int64_t i0 = 0; i0 < nq; i0 += t) {
+    const RowRange kt = m.key_rows(m.q(i0), m.q(std::min(i0 + t, nq) - 1), int(nk)).tiles(int(t));
+    tiles += kt.end - kt.begin;
+  }
+  return tiles * t * t;
+}
 
 enum class TileDirection { Forward, Backward };
 enum class BlockKind { Full, Causal };
@@ -218,9 +236,9 @@ class TileThroughput {
   /// charged for: kept pairs (causal) or all of them, or whole tiles where the
   /// class has tile_rows.
   double block_pairs(const ShapeClass& c, PositionMap q, std::int64_t nq, PositionMap k, std::int64_t nk) const {
-    const bool causal = c.kind == BlockKind::Causal;
-    if (const std::int64_t t = rate(c).tile_rows; t > 0) return double(tile_pairs(q, nq, k, nk, causal, t));
-    return causal ? double(causal_pairs(q, nq, k, nk)) : double(nq) * double(nk);
+    const Mask m = c.kind == BlockKind::Causal ? Mask::causal(q, k) : Mask{MaskKind::None, q, k};
+    if (const std::int64_t t = rate(c).tile_rows; t > 0) return double(tile_pairs(m, nq, nk, t));
+    return double(m.allowed_pairs(nq, nk));
   }
   /// Predicted seconds of that call.
   double block_seconds(const ShapeClass& c, double batch_heads, PositionMap q, std::int64_t nq, PositionMap k,

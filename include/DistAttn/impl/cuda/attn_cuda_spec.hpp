@@ -53,7 +53,7 @@ inline constexpr bool value_is_v = std::is_same<typename V::non_const_value_type
 
 inline cuda::AttnMaskParams mask_params(const Mask& mask) {
   cuda::AttnMaskParams mp;
-  mp.causal   = mask.kind == MaskKind::Causal ? 1 : 0;
+  mp.causal   = mask.is_causal() ? 1 : 0;
   mp.q_offset = mask.q.offset;
   mp.q_stride = mask.q.stride;
   mp.k_offset = mask.k.offset;
