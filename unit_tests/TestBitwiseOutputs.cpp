@@ -17,10 +17,7 @@
 
 #include "executor_memory_helpers.hpp"
 
-#include <DistAttn/grid2d/grid2d_attention.hpp>
-#include <DistAttn/hybrid/hybrid_attention.hpp>
-#include <DistAttn/ring/ring_attention.hpp>
-#include <DistAttn/ulysses/ulysses_attention.hpp>
+#include <DistAttn/executor/any_attention.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -132,44 +129,43 @@ std::vector<std::string> compare(const std::string& path, const std::map<std::st
   return diff;
 }
 
+/// Every executor, built through make_attention (the registry): the recorded file
+/// was made from the executors' own classes, so a pass here also shows that the
+/// registry computes the same bits.
 Run run_every_executor(Comm& comm) {
   const int P = world_size();
   // GQA that every executor accepts at P = 1..4 (Ulysses splits kv heads by P, or P by kv heads).
-  const int B = 1, c = 24, H = 12, Hkv = P == 3 ? 3 : 2, D = 16;
+  const LocalProblem p{1, 24, 12, P == 3 ? 3 : 2, 16};
+  std::vector<ExecutorChoice> choices;
+  for (ExecutorKind k : kAllExecutorKinds) {
+    ExecutorChoice c;
+    c.kind = k;
+    choices.push_back(c);
+  }
+  if (P == 4)
+    for (ExecutorKind inner : {ExecutorKind::RingZigzag, ExecutorKind::Grid2DO}) {
+      ExecutorChoice c;
+      c.kind           = ExecutorKind::Hybrid;
+      c.ulysses_degree = 2;
+      c.inner          = inner;
+      choices.push_back(c);
+    }
   Run run;
   for (bool causal : {true, false}) {
-    const std::string mask = causal ? "causal" : "full";
-    for (RingKind kind : {RingKind::Vanilla, RingKind::Balanced, RingKind::Zigzag}) {
-      if (!causal && kind != RingKind::Zigzag) continue;  // the other ring schedules are causal only
-      RingOptions o;
-      o.causal = causal;
-      o.kind   = kind;
-      RingAttention<T, MpiSpace, Exec> ex(comm, Exec(), B, c, H, Hkv, D, o);
-      const char* names[] = {"ring-vanilla", "ring-balanced", "ring-zigzag"};
-      run.add(std::string(names[int(kind)]) + "-" + mask, ex, B, c, H, Hkv, D);
-    }
-    for (Grid2DVariant v : {Grid2DVariant::NO, Grid2DVariant::O}) {
-      Grid2DOptions o;
-      o.causal  = causal;
-      o.variant = v;
-      Grid2DAttention<T, MpiSpace, Exec> ex(comm, 0, 0, Exec(), B, std::int64_t(P) * c, H, Hkv, D, o);
-      run.add(std::string(to_string(v)) + "-" + mask, ex, B, c, H, Hkv, D);
-    }
-    {
-      UlyssesOptions o;
-      o.causal = causal;
-      UlyssesAttention<T, MpiSpace, Exec> ex(comm, Exec(), B, c, H, Hkv, D, o);
-      run.add("ulysses-" + mask, ex, B, c, H, Hkv, D);
-    }
-    std::vector<std::pair<int, HybridInner>> hybrids = {{0, HybridInner::Zigzag}};
-    if (P == 4) hybrids.insert(hybrids.end(), {{2, HybridInner::Zigzag}, {2, HybridInner::Grid2DO}});
-    for (auto [U, inner] : hybrids) {
-      HybridOptions o;
-      o.causal         = causal;
-      o.ulysses_degree = U;
-      o.inner          = inner;
-      HybridAttention<T, MpiSpace, Exec> ex(comm, Exec(), B, c, H, Hkv, D, o);
-      run.add("hybrid-U" + std::to_string(U) + "-" + to_string(inner) + "-" + mask, ex, B, c, H, Hkv, D);
+    ExecutorOptions o;
+    o.causal = causal;
+    for (const ExecutorChoice& c : choices) {
+      // The vanilla and balanced rings compute causal attention only.
+      if (!causal && (c.kind == ExecutorKind::RingVanilla || c.kind == ExecutorKind::RingBalanced)) continue;
+      auto ex = make_attention<T>(comm, Exec(), p, c, o);
+      std::string name = is_ring(c.kind) ? std::string(c.kind == ExecutorKind::RingVanilla ? "ring-vanilla"
+                                                       : c.kind == ExecutorKind::RingBalanced ? "ring-balanced"
+                                                                                              : "ring-zigzag")
+                                         : std::string(to_string(c.kind));
+      if (c.kind == ExecutorKind::Hybrid)
+        name += "-U" + std::to_string(c.ulysses_degree) + "-" + to_string(Impl::hybrid_inner(c.inner));
+      run.add(name + "-" + (causal ? "causal" : "full"), *ex, p.batch, p.local_seq, p.heads, p.kv_heads,
+              p.head_dim);
     }
   }
   return run;

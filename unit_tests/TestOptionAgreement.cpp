@@ -7,6 +7,7 @@
 
 #include "executor_memory_helpers.hpp"
 
+#include <DistAttn/executor/any_attention.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
 #include <DistAttn/impl/member_count.hpp>
 #include <DistAttn/hybrid/hybrid_attention.hpp>
@@ -150,6 +151,27 @@ TEST_F(AgreementTest, MismatchNamesTheFieldTheRanksAndTheValues) {
   expect_error_on_every_rank([&] { Ring(*comm_, Exec(), kB, kC, heads(), kv_heads(), kD, o); },
                              {"kind differs: balanced " + others + "; zigzag on rank " + std::to_string(last),
                               "scale differs: 0.25 on rank " + std::to_string(last), "0.35355339059327"});
+}
+
+// ---- the registry: ranks naming different executors fail before any constructor ----
+
+TEST_F(AgreementTest, MakeAttentionWithRanksNamingDifferentExecutors) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int last = world_size() - 1;
+  ExecutorChoice c;
+  c.kind = world_rank() == last ? ExecutorKind::Ulysses : ExecutorKind::RingZigzag;
+  const LocalProblem p{kB, kC, heads(), kv_heads(), kD};
+  expect_error_on_every_rank([&] { make_attention<T>(*comm_, Exec(), p, c); },
+                             {"DistAttn::make_attention", "kind differs", "ulysses on rank " + std::to_string(last)});
+}
+
+TEST_F(AgreementTest, MakeAttentionWithAHybridInsideAHybrid) {
+  ExecutorChoice c;
+  c.kind  = ExecutorKind::Hybrid;
+  c.inner = world_rank() == 0 ? ExecutorKind::Hybrid : ExecutorKind::RingZigzag;
+  const LocalProblem p{kB, kC, heads(), kv_heads(), kD};
+  expect_error_on_every_rank([&] { make_attention<T>(*comm_, Exec(), p, c); },
+                             {"DistAttn::make_attention", "inner"});
 }
 
 // ---- constructors that communicate: one rank's bad argument fails every rank ----

@@ -4,10 +4,13 @@
 #include "common/args.hpp"
 #include "common/machine_args.hpp"
 
+#include <DistAttn/executor/executor_spec.hpp>
+
 #include <cctype>
 #include <cstdlib>
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace DistAttn::Driver {
 
@@ -74,19 +77,33 @@ inline std::string check_grid(const std::string& g) {
   return "'" + g + "' is not RxC with R, C >= 1 (e.g. 2x3)";
 }
 
+/// --schedule: the executors of the registry (executor/executor_spec.hpp), the
+/// cost model's pick, and one device alone.
+inline std::vector<std::string> schedule_names() {
+  std::vector<std::string> n{"auto", "local"};
+  for (ExecutorKind k : kAllExecutorKinds) n.push_back(to_string(k));
+  return n;
+}
+/// --inner: the kinds a hybrid can run inside each head group.
+inline std::vector<std::string> inner_names() {
+  std::vector<std::string> n;
+  for (ExecutorKind k : kAllExecutorKinds)
+    if (is_ring(k) || is_grid2d(k)) n.push_back(to_string(k));
+  return n;
+}
+
 /// The option table, bound to `o`.
 inline void add_options(CLI::App& app, Options& o, int& causal) {
   using Perf::at_least;
   app.add_option("--schedule", o.schedule, "execution schedule")
-      ->check(CLI::IsMember({"auto", "local", "ring", "balanced", "zigzag", "ulysses", "hybrid", "grid2d-no",
-                             "grid2d-o"}))
+      ->check(CLI::IsMember(schedule_names()))
       ->capture_default_str();
   app.add_option("--grid", o.grid, "process grid RxC for grid2d-* (default: chosen from P and heads)")
       ->check(CLI::Validator(check_grid, "RxC"));
   app.add_option("--ulysses", o.ulysses, "hybrid: Ulysses degree over heads (default 0: the largest that fits)")
       ->check(at_least(0));
   app.add_option("--inner", o.inner, "hybrid: the sequence executor inside each head group")
-      ->check(CLI::IsMember({"ring", "balanced", "zigzag", "grid2d-no", "grid2d-o"}))
+      ->check(CLI::IsMember(inner_names()))
       ->capture_default_str();
   app.add_option("--head-group", o.head_group, "ring kinds, grid2d-no/grid2d-o: kv heads per pass (default 0: all heads that fit)")
       ->check(at_least(0));

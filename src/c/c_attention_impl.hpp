@@ -7,11 +7,7 @@
 #include "c_agree.hpp"
 
 #include <DistAttn/core/kokkos_compat.hpp>
-#include <DistAttn/grid2d/grid2d_attention.hpp>
-#include <DistAttn/hybrid/hybrid_attention.hpp>
-#include <DistAttn/ring/ring_attention.hpp>
-#include <DistAttn/schedule/ring_layout.hpp>
-#include <DistAttn/ulysses/ulysses_attention.hpp>
+#include <DistAttn/executor/any_attention.hpp>
 
 #include <algorithm>
 #include <array>
@@ -23,12 +19,6 @@ namespace DistAttn::CApi {
 
 using Mem = Exec::memory_space;
 using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
-
-inline RingKind ring_kind(distattn_executor e) {
-  return e == DISTATTN_RING_VANILLA ? RingKind::Vanilla
-         : e == DISTATTN_RING_BALANCED ? RingKind::Balanced
-                                       : RingKind::Zigzag;
-}
 
 /// Options every executor shares, from the config.
 template <class O>
@@ -268,62 +258,38 @@ class TypedAttention final : public Attention {
   Agreement agree_;
 };
 
-/// The executor `cfg` names, for element type T on communicator `comm`.
+/// The C enum's executors are ExecutorKind's, in the same order.
+inline ExecutorKind executor_kind(distattn_executor e) {
+  static_assert(int(DISTATTN_RING_VANILLA) == int(ExecutorKind::RingVanilla) &&
+                    int(DISTATTN_RING_BALANCED) == int(ExecutorKind::RingBalanced) &&
+                    int(DISTATTN_RING_ZIGZAG) == int(ExecutorKind::RingZigzag) &&
+                    int(DISTATTN_GRID2D_NO) == int(ExecutorKind::Grid2DNO) &&
+                    int(DISTATTN_GRID2D_O) == int(ExecutorKind::Grid2DO) &&
+                    int(DISTATTN_ULYSSES) == int(ExecutorKind::Ulysses) &&
+                    int(DISTATTN_HYBRID) == int(ExecutorKind::Hybrid),
+                "distattn_executor and DistAttn::ExecutorKind list the executors in one order");
+  return ExecutorKind(int(e));
+}
+
+/// The executor `cfg` names, for element type T on communicator `comm` (the registry's make_attention).
 template <class T, class CommSpace>
 std::unique_ptr<Attention> make_typed(std::shared_ptr<Communicator<CommSpace, Exec>> comm,
                                       const distattn_attention_config& cfg) {
   using Comm = Communicator<CommSpace, Exec>;
-  const int B = cfg.batch, c = int(cfg.local_seq), H = cfg.heads, Hkv = cfg.kv_heads, D = cfg.head_dim;
-  const int P = comm->size();
-  switch (cfg.executor) {
-    case DISTATTN_RING_VANILLA:
-    case DISTATTN_RING_BALANCED:
-    case DISTATTN_RING_ZIGZAG: {
-      using E = RingAttention<T, CommSpace, Exec>;
-      auto ro = executor_options<RingOptions>(cfg);
-      ro.kind = ring_kind(cfg.executor);
-      return std::make_unique<TypedAttention<T, CommSpace, E>>(
-          comm, cfg, [&](Comm& w, const Exec& x) { return std::make_unique<E>(w, x, B, c, H, Hkv, D, ro); },
-          [layout = RingLayout(P, c, ro.kind)](const E&, int r, std::int64_t i) { return layout.position(r, i); });
-    }
-    case DISTATTN_GRID2D_NO:
-    case DISTATTN_GRID2D_O: {
-      using E = Grid2DAttention<T, CommSpace, Exec>;
-      auto go    = executor_options<Grid2DOptions>(cfg);
-      go.variant = cfg.executor == DISTATTN_GRID2D_NO ? Grid2DVariant::NO : Grid2DVariant::O;
-      return std::make_unique<TypedAttention<T, CommSpace, E>>(
-          comm, cfg,
-          [&](Comm& w, const Exec& x) {
-            return std::make_unique<E>(w, cfg.grid_rows, cfg.grid_cols, x, B, std::int64_t(P) * c, H, Hkv, D, go);
-          },
-          [P](const E&, int r, std::int64_t i) { return std::int64_t(r) + std::int64_t(P) * i; });
-    }
-    case DISTATTN_ULYSSES: {
-      using E = UlyssesAttention<T, CommSpace, Exec>;
-      const auto uo = executor_options<UlyssesOptions>(cfg);
-      return std::make_unique<TypedAttention<T, CommSpace, E>>(
-          comm, cfg, [&](Comm& w, const Exec& x) { return std::make_unique<E>(w, x, B, c, H, Hkv, D, uo); },
-          [layout = RingLayout(P, c, RingKind::Vanilla)](const E&, int r, std::int64_t i) {
-            return layout.position(r, i);
-          });
-    }
-    case DISTATTN_HYBRID: {
-      using E = HybridAttention<T, CommSpace, Exec>;
-      auto ho           = executor_options<HybridOptions>(cfg);
-      ho.ulysses_degree = cfg.ulysses_degree;
-      ho.grid_rows      = cfg.grid_rows;
-      ho.grid_cols      = cfg.grid_cols;
-      ho.inner = cfg.hybrid_inner == DISTATTN_RING_VANILLA    ? HybridInner::Vanilla
-                 : cfg.hybrid_inner == DISTATTN_RING_BALANCED ? HybridInner::Balanced
-                 : cfg.hybrid_inner == DISTATTN_RING_ZIGZAG   ? HybridInner::Zigzag
-                 : cfg.hybrid_inner == DISTATTN_GRID2D_NO     ? HybridInner::Grid2DNO
-                                                              : HybridInner::Grid2DO;
-      return std::make_unique<TypedAttention<T, CommSpace, E>>(
-          comm, cfg, [&](Comm& w, const Exec& x) { return std::make_unique<E>(w, x, B, c, H, Hkv, D, ho); },
-          [](const E& e, int r, std::int64_t i) { return e.position(r, i); });
-    }
+  using E    = AnyAttention<T, CommSpace, Exec>;
+  ExecutorChoice choice;
+  choice.kind = executor_kind(cfg.executor);
+  if (is_grid2d(choice.kind)) choice.rows = cfg.grid_rows, choice.cols = cfg.grid_cols;
+  if (choice.kind == ExecutorKind::Hybrid) {
+    choice.ulysses_degree = cfg.ulysses_degree;
+    choice.inner          = executor_kind(cfg.hybrid_inner);
+    choice.inner_rows = cfg.grid_rows, choice.inner_cols = cfg.grid_cols;
   }
-  throw InvalidArgument("distattn_attention_create: unknown executor");
+  const LocalProblem problem{cfg.batch, int(cfg.local_seq), cfg.heads, cfg.kv_heads, cfg.head_dim};
+  const auto options = executor_options<ExecutorOptions>(cfg);
+  return std::make_unique<TypedAttention<T, CommSpace, E>>(
+      comm, cfg, [&](Comm& w, const Exec& x) { return make_attention<T>(w, x, problem, choice, options); },
+      [](const E& e, int r, std::int64_t i) { return e.position(r, i); });
 }
 
 template <class T>

@@ -201,6 +201,7 @@ class HybridAttention {
     t.size       = S_;
     t.chunk      = U_ * c_;
     t.row_offset = std::int64_t(w % U_) * c_;
+    t.rows       = c_;
     return t;
   }
   /// Global position of local row i of world rank w.

@@ -1,10 +1,12 @@
 #pragma once
 /// @file layer/attention_executor.hpp
 /// What the decoder layer needs to know about the attention executor it is given
-/// (RingAttention of any kind, Grid2DAttention NO/O): where its tokens sit
+/// (RingAttention of any kind, Grid2DAttention NO/O, or any executor behind
+/// AnyAttention from make_attention): where its tokens sit
 /// (TokenLayout), a check of the extents it was built with, and how to tell it
 /// that k and v were recomputed rather than produced by its own forward.
 
+#include <DistAttn/executor/any_attention.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
 #include <DistAttn/layer/decoder_config.hpp>
 #include <DistAttn/layer/token_layout.hpp>
@@ -42,6 +44,15 @@ TokenLayout token_layout(const Grid2DAttention<T, CommSpace, Exec>& attn,
   return t;
 }
 
+template <class T, class CommSpace, class Exec>
+TokenLayout token_layout(const AnyAttention<T, CommSpace, Exec>& attn, const Communicator<CommSpace, Exec>& comm,
+                         const char* where) {
+  DISTATTN_REQUIRE(comm.size() == attn.num_ranks(), where,
+                   "the layer's communicator has " << comm.size() << " ranks, the " << attn.choice().name()
+                                                   << " executor was built on " << attn.num_ranks());
+  return attn.token_layout(comm.rank());
+}
+
 /// The ring executor checks heads and head_dim at its own entry (the layer
 /// reports that error with its configuration); Attention2D says them up front.
 template <class T, class CommSpace, class Exec>
@@ -57,6 +68,16 @@ void check_executor_heads(const Grid2DAttention<T, CommSpace, Exec>& attn, const
                                                                     << "; the layer has heads=" << cfg.heads
                                                                     << ", kv_heads=" << cfg.kv_heads
                                                                     << ", head_dim=" << cfg.head_dim);
+}
+
+template <class T, class CommSpace, class Exec>
+void check_executor_heads(const AnyAttention<T, CommSpace, Exec>& attn, const DecoderConfig& cfg, const char* where) {
+  const LocalProblem& p = attn.problem();
+  DISTATTN_REQUIRE(p.heads == cfg.heads && p.kv_heads == cfg.kv_heads && p.head_dim == cfg.head_dim, where,
+                   "the " << attn.choice().name() << " executor was built for heads=" << p.heads
+                          << ", kv_heads=" << p.kv_heads << ", head_dim=" << p.head_dim
+                          << "; the layer has heads=" << cfg.heads << ", kv_heads=" << cfg.kv_heads
+                          << ", head_dim=" << cfg.head_dim);
 }
 
 /// Called before a backward whose k and v were recomputed, not produced by the

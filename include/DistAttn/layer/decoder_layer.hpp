@@ -180,7 +180,7 @@ class DecoderLayer {
  private:
   /// [n, heads * D] as the executors' [batch, tokens, heads, D] (same memory).
   View4 heads4(const Matrix<T, Mem>& m, int heads) const {
-    return View4(m.data(), B_, layout_.chunk, heads, cfg_.head_dim);
+    return View4(m.data(), B_, layout_.local_rows(), heads, cfg_.head_dim);
   }
 
   DecoderConfig cfg_;

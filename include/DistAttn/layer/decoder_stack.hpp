@@ -50,7 +50,7 @@ class DecoderStack {
       : comm_(comm), attn_(attn), exec_(exec), cfg_(cfg), L_(layers), B_(batch), policy_(policy),
         layout_(checked_layout(comm, attn, cfg, layers, batch)), layer_(cfg, batch, layout_, exec),
         calls_(std::size_t(layers), 0) {
-    const int c = layout_.chunk;
+    const int c = layout_.local_rows();
     for (int l = 0; l < L_; ++l) {
       weights_.emplace_back(cfg, "DistAttn::stack.weights");
       grads_.emplace_back(cfg, "DistAttn::stack.grads");
@@ -162,7 +162,7 @@ class DecoderStack {
     return token_layout(attn, comm, where);
   }
 
-  int rows() const { return B_ * layout_.chunk; }
+  int rows() const { return B_ * layout_.local_rows(); }
 
   /// Checks both activations on this rank and agrees on the outcome (and on the
   /// configuration) with every rank before any message of the pass.
@@ -179,9 +179,9 @@ class DecoderStack {
     static_assert(int(V::rank) == 3, "DistAttn::DecoderStack: activations are [batch, tokens, hidden] Views");
     static_assert(std::is_same<typename V::non_const_value_type, T>::value,
                   "DistAttn::DecoderStack: activations must have the stack's element type");
-    DISTATTN_REQUIRE(int(v.extent(0)) == B_ && int(v.extent(1)) == layout_.chunk && int(v.extent(2)) == cfg_.hidden,
+    DISTATTN_REQUIRE(int(v.extent(0)) == B_ && int(v.extent(1)) == layout_.local_rows() && int(v.extent(2)) == cfg_.hidden,
                      where,
-                     "'" << name << "' must be [batch=" << B_ << ", tokens=" << layout_.chunk
+                     "'" << name << "' must be [batch=" << B_ << ", tokens=" << layout_.local_rows()
                          << " (this rank's share, as the attention executor was built), hidden=" << cfg_.hidden
                          << "], got [" << v.extent(0) << ", " << v.extent(1) << ", " << v.extent(2) << "]");
     DISTATTN_REQUIRE(Impl::is_row_major_contiguous(v), where, "'" << name << "' must be row-major contiguous");
@@ -211,7 +211,7 @@ class DecoderStack {
                                    std::string("the attention executor rejected the layer's q, k, v (heads=") +
                                        std::to_string(cfg_.heads) + ", kv_heads=" + std::to_string(cfg_.kv_heads) +
                                        ", head_dim=" + std::to_string(cfg_.head_dim) +
-                                       ", tokens=" + std::to_string(layout_.chunk) + "): " + e.what());
+                                       ", tokens=" + std::to_string(layout_.local_rows()) + "): " + e.what());
     }
     ++calls_[std::size_t(l)];
   }
@@ -219,7 +219,7 @@ class DecoderStack {
   std::vector<Impl::ConfigField> config_fields(int pass) const {
     return {{"hidden", cfg_.hidden},     {"heads", cfg_.heads},      {"kv_heads", cfg_.kv_heads},
             {"head_dim", cfg_.head_dim}, {"mlp_hidden", cfg_.mlp_hidden}, {"layers", L_},
-            {"batch", B_},               {"chunk", layout_.chunk},   {"policy", int(policy_)},
+            {"batch", B_},               {"chunk", layout_.local_rows()},   {"policy", int(policy_)},
             {"pass", pass}};
   }
 

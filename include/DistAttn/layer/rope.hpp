@@ -17,7 +17,7 @@ void rope_apply(const Exec& exec, const XV& x, int heads, int head_dim, const To
                 int direction = 1) {
   using T          = typename XV::non_const_value_type;
   using Acc        = accum_t<T>;
-  const long n     = long(x.extent(0)), half = head_dim / 2, D = head_dim, c = layout.chunk;
+  const long n     = long(x.extent(0)), half = head_dim / 2, D = head_dim, c = layout.local_rows();
   const double lt  = compat::math::log(theta);
   const double sgn = direction >= 0 ? 1.0 : -1.0;
   Kokkos::parallel_for(

@@ -22,6 +22,11 @@ struct TokenLayout {
   int size  = 1;
   int chunk = 0;  ///< tokens per rank (per sequence of the batch)
   std::int64_t row_offset = 0;  ///< local row i is row row_offset + i of `rank`
+  /// Rows this rank holds; 0: chunk - row_offset. The hybrid's ranks hold one of U
+  /// slices of an inner rank's rows (chunk = U c, rows = c).
+  int rows = 0;
+
+  int local_rows() const { return rows > 0 ? rows : int(chunk - row_offset); }
 
   KOKKOS_INLINE_FUNCTION std::int64_t position(std::int64_t local) const {
     const std::int64_t r = rank, P = size, c = chunk, i = row_offset + local;
