@@ -17,7 +17,7 @@
 
 #include "executor_memory_helpers.hpp"
 
-#include <DistAttn/executor/any_attention.hpp>
+#include <DistAttn/registry/any_attention.hpp>
 
 #include <algorithm>
 #include <cstdlib>

@@ -168,7 +168,7 @@ TEST(CostModel, UlyssesBytesMatchPerPeerEnumeration) {
     for (int H : {16, 32, 48})
       for (int Hkv : {1, 2, 4, 8, 16}) {
         if (H % Hkv || H % U || !(Hkv % U == 0 || U % Hkv == 0)) {
-          if (H % Hkv == 0) EXPECT_THROW(UlyssesHeads(U, H, Hkv), InvalidArgument);
+          if (H % Hkv == 0) { EXPECT_THROW(UlyssesHeads(U, H, Hkv), InvalidArgument); }
           continue;
         }
         SCOPED_TRACE("U=" + std::to_string(U) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv));
@@ -432,7 +432,7 @@ TEST(CostModel, RankingIsSortedAndStartsAtTheArgmin) {
     for (const Prediction& p : r) best = std::min(best, predict(p.choice, pr, P, m).total_seconds());
     EXPECT_DOUBLE_EQ(r.front().total_seconds(), best);
     // The vanilla ring leaves ranks idle; with P > 2 something balanced must beat it.
-    if (P > 2) EXPECT_NE(r.front().choice.kind, ExecutorKind::RingVanilla);
+    if (P > 2) { EXPECT_NE(r.front().choice.kind, ExecutorKind::RingVanilla); }
   }
   // Every grid shape and hybrid factorisation is offered.
   const auto r = rank_choices(problem(12 * 64, 12, 4), 12, m);

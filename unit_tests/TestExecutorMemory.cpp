@@ -100,7 +100,7 @@ TEST_P(RingMemoryTest, PlansOnlyTheSlotsTheScheduleUses) {
     // dq/dk/dv 3, and a P>1 ring without helpers holds 2 (k,v) x 2 slots plus
     // 2 (dk,dv) x 2 send + 2 x 2 receive slots in backward.
     const double bwd = tensors(plan.backward_bytes(), B, c, H, D);
-    if (P > 1 && !helpers) EXPECT_NEAR(bwd, 3 + 4 + 8, 0.2) << "P=" << P;
+    if (P > 1 && !helpers) { EXPECT_NEAR(bwd, 3 + 4 + 8, 0.2) << "P=" << P; }
   }
 }
 
@@ -163,7 +163,7 @@ TEST_P(RingMemoryTest, HeadChunkingGivesBitwiseTheSameResultsInLessMemory) {
     Ring ring(comm, Exec(), B, c, H, Hkv, D, ring_options(GetParam(), 0, g));
     const MemoryPlan plan = ring.memory_plan();
     // One rank has no ring slots to save, only the group's input copies to add.
-    if (P > 1) EXPECT_LT(plan.peak_bytes(), all_heads.memory_plan().peak_bytes()) << "head_group " << g;
+    if (P > 1) { EXPECT_LT(plan.peak_bytes(), all_heads.memory_plan().peak_bytes()) << "head_group " << g; }
     Counter::reset();
     const std::uint64_t live0 = Counter::labelled().live;
     chunked.forward(ring);

@@ -7,7 +7,7 @@
 
 #include "executor_memory_helpers.hpp"
 
-#include <DistAttn/executor/any_attention.hpp>
+#include <DistAttn/registry/any_attention.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
 #include <DistAttn/impl/member_count.hpp>
 #include <DistAttn/hybrid/hybrid_attention.hpp>

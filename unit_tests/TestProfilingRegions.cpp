@@ -91,16 +91,17 @@ void expect_nesting(const std::string& pass, int fwd_steps, int bwd_steps, const
   EXPECT_EQ(Trace::count("DistAttn::step", pass + "::backward"), bwd_steps) << what;
   int in_step = 0;
   for (const auto& e : Trace::events) {
-    if (e.name == "DistAttn::step") EXPECT_TRUE(is_pass(e.parent)) << what << ": step inside '" << e.parent << "'";
+    if (e.name == "DistAttn::step") { EXPECT_TRUE(is_pass(e.parent)) << what << ": step inside '" << e.parent << "'"; }
     if (e.name == "DistAttn::compute" || e.name == "DistAttn::wait") {
       EXPECT_TRUE(e.parent == "DistAttn::step" || is_pass(e.parent))
           << what << ": " << e.name << " inside '" << e.parent << "'";
       in_step += e.parent == "DistAttn::step";
     }
-    if (is_pass(e.parent) || e.parent == "DistAttn::step")
+    if (is_pass(e.parent) || e.parent == "DistAttn::step") {
       EXPECT_TRUE(e.name == "DistAttn::step" || e.name == "DistAttn::compute" || e.name == "DistAttn::wait" ||
                   is_pass(e.name))
           << what << ": unexpected region '" << e.name << "' in '" << e.parent << "'";
+    }
   }
   EXPECT_GT(in_step, 0) << what << ": no phase inside a step";
   EXPECT_FALSE(Trace::kernels.empty()) << what;
@@ -114,7 +115,7 @@ void expect_timeline(const Stats& s, int steps, const std::string& what) {
   ASSERT_EQ(int(s.timeline.size()), steps) << what;
   double compute = 0, wait = 0;
   for (std::size_t i = 0; i < s.timeline.size(); ++i) {
-    if (i > 0) EXPECT_GE(s.timeline[i].start_s, s.timeline[i - 1].start_s) << what;
+    if (i > 0) { EXPECT_GE(s.timeline[i].start_s, s.timeline[i - 1].start_s) << what; }
     compute += s.timeline[i].compute_s;
     wait += s.timeline[i].wait_s;
   }

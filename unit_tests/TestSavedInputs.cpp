@@ -140,7 +140,7 @@ TEST_P(SavedInputsTest, InvalidateDropsTheSavedState) {
   x.forward(uly);
   uly.invalidate_saved_inputs();
   x.backward(uly);
-  if (P > 1) EXPECT_GT(uly.stats().received(UlyssesPhase::QKV), 0u);
+  if (P > 1) { EXPECT_GT(uly.stats().received(UlyssesPhase::QKV), 0u); }
 }
 
 INSTANTIATE_TEST_SUITE_P(Changes, SavedInputsTest,

@@ -107,7 +107,7 @@ TEST_P(UlyssesMemoryTest, StagedTransfersReuseHostBuffers) {
   }
   EXPECT_EQ(Counter::all().allocations, 0u) << "staged passes allocated " << Counter::all().bytes << " bytes ("
                                             << Counter::labels() << "), rank " << world_rank();
-  if (P > 1) EXPECT_GT(comm.staging_pool().free_buffers(), 0u) << "no staged transfer happened";
+  if (P > 1) { EXPECT_GT(comm.staging_pool().free_buffers(), 0u) << "no staged transfer happened"; }
 }
 
 INSTANTIATE_TEST_SUITE_P(HeadGroups, UlyssesMemoryTest,

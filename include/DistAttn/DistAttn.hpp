@@ -14,7 +14,7 @@
 #include <DistAttn/padding.hpp>
 #if DISTATTN_ENABLE_MPI
 #include <DistAttn/comm.hpp>
-#include <DistAttn/executor/any_attention.hpp>
+#include <DistAttn/registry/any_attention.hpp>
 #include <DistAttn/grid2d/cyclic_layout.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
 #include <DistAttn/hybrid/hybrid_attention.hpp>

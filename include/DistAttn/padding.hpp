@@ -22,7 +22,7 @@
 
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/kokkos_compat.hpp>
-#include <DistAttn/layer/token_layout.hpp>
+#include <DistAttn/schedule/token_layout.hpp>
 #include <DistAttn/schedule/ring_types.hpp>
 
 #include <cstdint>

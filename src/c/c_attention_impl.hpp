@@ -7,7 +7,7 @@
 #include "c_agree.hpp"
 
 #include <DistAttn/core/kokkos_compat.hpp>
-#include <DistAttn/executor/any_attention.hpp>
+#include <DistAttn/registry/any_attention.hpp>
 
 #include <algorithm>
 #include <array>

@@ -222,7 +222,7 @@ void slow_step_case(std::uint64_t seed) {
       auto b           = sendrecv(comm, out, 1 - r, in, 1 - r);
       EXPECT_NO_THROW(b.wait()) << "a step 5x this rank's own is legitimate";
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (r == 0) EXPECT_GT(waited, 1.0) << "rank 0 must have waited for rank 1's step";
+      if (r == 0) { EXPECT_GT(waited, 1.0) << "rank 0 must have waited for rank 1's step"; }
       auto h = host_copy(in);
       EXPECT_EQ(mismatches(h, 0, 16, [&](std::size_t i) { return value_of<float>(seed, 1 - r, i); }), 0u);
     }

@@ -1,7 +1,7 @@
 #pragma once
 /// @file executor/executor_spec.hpp
 /// The one list of executors: their kinds, names and shapes (ExecutorChoice).
-/// make_attention (executor/any_attention.hpp) builds what a choice names, the
+/// make_attention (registry/any_attention.hpp) builds what a choice names, the
 /// cost model prices it, and the C ABI, the driver and Python name kinds by the
 /// strings here.
 

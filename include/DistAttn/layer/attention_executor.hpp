@@ -6,10 +6,10 @@
 /// (TokenLayout), a check of the extents it was built with, and how to tell it
 /// that k and v were recomputed rather than produced by its own forward.
 
-#include <DistAttn/executor/any_attention.hpp>
+#include <DistAttn/registry/any_attention.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
 #include <DistAttn/layer/decoder_config.hpp>
-#include <DistAttn/layer/token_layout.hpp>
+#include <DistAttn/schedule/token_layout.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 
 namespace DistAttn {

@@ -5,7 +5,7 @@
 /// Positions come from the rank's TokenLayout, so a token gets the same rotation
 /// whichever rank and executor holds it.
 
-#include <DistAttn/layer/token_layout.hpp>
+#include <DistAttn/schedule/token_layout.hpp>
 
 namespace DistAttn {
 

@@ -1,5 +1,5 @@
 #pragma once
-/// @file layer/token_layout.hpp
+/// @file schedule/token_layout.hpp
 /// Which global positions a rank's local token rows hold, for every executor's
 /// layout, so the parts of a layer that depend on position (RoPE) follow the
 /// attention's own sharding (ring/ring_attention.hpp, grid2d/grid2d_attention.hpp):

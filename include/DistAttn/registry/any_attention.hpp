@@ -1,5 +1,5 @@
 #pragma once
-/// @file executor/any_attention.hpp
+/// @file registry/any_attention.hpp
 /// One door to every executor. make_attention builds the executor an
 /// ExecutorChoice names (collectively over `comm`, like each constructor) and
 /// returns it behind AnyAttention, one interface for code that picks the
@@ -13,7 +13,7 @@
 #include <DistAttn/impl/entry_agreement.hpp>
 #include <DistAttn/hybrid/hybrid_attention.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
-#include <DistAttn/layer/token_layout.hpp>
+#include <DistAttn/schedule/token_layout.hpp>
 #include <DistAttn/ulysses/ulysses_attention.hpp>
 
 #include <cstdint>
