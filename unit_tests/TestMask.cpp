@@ -47,6 +47,17 @@ TEST(Mask, AllowedPairsMatchBruteForce) {
   EXPECT_THROW(Mask::causal({0, 0}, {0, 1}).allowed_pairs(4, 4), InvalidArgument);
 }
 
+/// The rows of the `cover` side that meet some row of [r0, r1) on the other side,
+/// by brute force: allowed(i, j) with i a query row when cover_keys, else a key row.
+RowRange brute_cover(const Case& c, bool cover_keys, int r0, int r1) {
+  const int n = cover_keys ? c.nk : c.nq;
+  int lo = n, hi = 0;
+  for (int r = r0; r < r1; ++r)
+    for (int x = 0; x < n; ++x)
+      if (cover_keys ? c.mask.allowed(r, x) : c.mask.allowed(x, r)) lo = std::min(lo, x), hi = std::max(hi, x + 1);
+  return lo < hi ? RowRange{lo, hi} : RowRange{};
+}
+
 // key_rows holds every key row some query of a range may see, and no row before
 // the first or after the last such row; query_rows likewise for the queries of a
 // key range. Kernels skip the rows outside, so a row left out is a wrong result
@@ -55,29 +66,20 @@ TEST(Mask, RowRangesAreTheTightestCover) {
   for_random_cases(11, [](const Case& c) {
     if (c.nq == 0 || c.nk == 0) return;
     std::mt19937 rng(c.nq * 131 + c.nk);
-    const int i0 = std::uniform_int_distribution<int>(0, c.nq - 1)(rng);
-    const int i1 = std::uniform_int_distribution<int>(i0 + 1, c.nq)(rng);
-    int lo = c.nk, hi = 0;
-    for (int i = i0; i < i1; ++i)
-      for (int j = 0; j < c.nk; ++j)
-        if (c.mask.allowed(i, j)) lo = std::min(lo, j), hi = std::max(hi, j + 1);
-    const RowRange keys = c.mask.key_rows(c.mask.q(i0), c.mask.q(i1 - 1), c.nk);
-    if (lo >= hi)
-      ASSERT_TRUE(keys.empty()) << describe(c);
-    else
-      ASSERT_TRUE(keys.begin == lo && keys.end == hi) << describe(c) << " queries [" << i0 << "," << i1 << ")";
-
-    const int j0 = std::uniform_int_distribution<int>(0, c.nk - 1)(rng);
-    const int j1 = std::uniform_int_distribution<int>(j0 + 1, c.nk)(rng);
-    lo = c.nq, hi = 0;
-    for (int i = 0; i < c.nq; ++i)
-      for (int j = j0; j < j1; ++j)
-        if (c.mask.allowed(i, j)) lo = std::min(lo, i), hi = std::max(hi, i + 1);
-    const RowRange queries = c.mask.query_rows(c.mask.k(j0), c.mask.k(j1 - 1), c.nq);
-    if (lo >= hi)
-      ASSERT_TRUE(queries.empty()) << describe(c);
-    else
-      ASSERT_TRUE(queries.begin == lo && queries.end == hi) << describe(c) << " keys [" << j0 << "," << j1 << ")";
+    for (bool keys : {true, false}) {
+      const int n  = keys ? c.nq : c.nk;
+      const int r0 = std::uniform_int_distribution<int>(0, n - 1)(rng);
+      const int r1 = std::uniform_int_distribution<int>(r0 + 1, n)(rng);
+      const RowRange want = brute_cover(c, keys, r0, r1);
+      const RowRange got  = keys ? c.mask.key_rows(c.mask.q(r0), c.mask.q(r1 - 1), c.nk)
+                                 : c.mask.query_rows(c.mask.k(r0), c.mask.k(r1 - 1), c.nq);
+      if (want.empty())
+        ASSERT_TRUE(got.empty()) << describe(c) << (keys ? " queries [" : " keys [") << r0 << "," << r1 << ")";
+      else
+        ASSERT_TRUE(got.begin == want.begin && got.end == want.end)
+            << describe(c) << (keys ? " queries [" : " keys [") << r0 << "," << r1 << "): got [" << got.begin << ","
+            << got.end << "), want [" << want.begin << "," << want.end << ")";
+    }
   });
 }
 

@@ -2,10 +2,8 @@
 /// @file executor/executor_spec.hpp
 /// The one list of executors: their kinds, names and shapes (ExecutorChoice).
 /// make_attention (registry/any_attention.hpp) builds what a choice names, the
-/// cost model prices it, and the C ABI, the driver and Python name kinds by the
-/// strings here.
-
-#include <DistAttn/core/error.hpp>
+/// cost model prices it, the C ABI's enum follows its order and the driver takes
+/// its names (the Python binding still keeps its own table).
 
 #include <array>
 #include <sstream>
@@ -36,17 +34,6 @@ inline bool is_ring(ExecutorKind k) {
 inline constexpr std::array<ExecutorKind, 7> kAllExecutorKinds = {
     ExecutorKind::RingVanilla, ExecutorKind::RingBalanced, ExecutorKind::RingZigzag, ExecutorKind::Grid2DNO,
     ExecutorKind::Grid2DO,     ExecutorKind::Ulysses,      ExecutorKind::Hybrid};
-
-/// The kind named `name` (to_string's names); InvalidArgument lists them otherwise.
-inline ExecutorKind parse_executor_kind(const std::string& name, const char* where = "DistAttn::parse_executor_kind") {
-  std::ostringstream known;
-  for (ExecutorKind k : kAllExecutorKinds) {
-    if (name == to_string(k)) return k;
-    known << (k == kAllExecutorKinds.front() ? "" : ", ") << to_string(k);
-  }
-  throw InvalidArgument(std::string(where) + ": unknown executor '" + name + "' (known: " + known.str() + ")");
-}
-
 
 /// An executor and its shape. Grid2D: rows x cols (product P). Hybrid:
 /// Ulysses degree U = ulysses_degree over heads times `inner` (a ring or Attention2D
