@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Folder-level include graph of include/DistAttn (docs/design/layers.md).
 
 Prints every arrow between folders ("a -> b  n" when n headers of a include b),

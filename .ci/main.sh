@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # README's main command: set up, build, run the driver on CPU MPI ranks with a
 # correctness check against the fp64 reference. Extra arguments go to the driver.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The CPU suite once more, built with AddressSanitizer and UndefinedBehaviorSanitizer
 # (part of .ci/run). Leak detection is off: Open MPI keeps its allocations until
 # exit by design, and every rank would report them. -O1 without debug information

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Installs what a fresh Debian 12 machine lacks to build DistAttn on the CPU
 # (Kokkos 3.4.01 + Kokkos Kernels from Debian, OpenBLAS, Open MPI, GoogleTest,
 # CLI11, nlohmann-json, CMake; matplotlib for the plot test), then configures and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Finds Kokkos, Kokkos Kernels, MPI, NCCL and presents each as one stable target,
 # whatever version or packaging provided it (Debian 12's Kokkos 3.4.01 or Kokkos 4.6.x).
 # Used by the build and by the installed DistAttnConfig.cmake; there (DISTATTN_AS_DEPENDENCY

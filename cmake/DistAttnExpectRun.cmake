@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # ctest -P script: runs a command and checks its exit status, for tests that need
 # one status exactly (ctest's own check knows only zero and non-zero).
 # Variables: COMMAND (;-list), EXPECT_RC (the status), EXPECT_REGEX (optional: the

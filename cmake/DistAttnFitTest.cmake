@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # ctest -P script: distattn-run --fit against what a run allocates. For each
 # schedule, --fit with DISTATTN_MEMORY_LIMIT=LIMIT names the longest sequence S and
 # the bytes it needs (the driver's tensors plus the executor's workspace plan);

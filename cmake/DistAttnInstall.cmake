@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 include(CMakePackageConfigHelpers)
 set(DISTATTN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/DistAttn)
 
@@ -14,3 +15,6 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/DistAttnConfigVersion.cma
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/DistAttnConfig.cmake ${PROJECT_BINARY_DIR}/DistAttnConfigVersion.cmake
   cmake/DistAttnDependencies.cmake DESTINATION ${DISTATTN_INSTALL_CMAKEDIR})
+
+# The license travels with every install and package made from it.
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})

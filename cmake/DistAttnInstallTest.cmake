@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Script mode (cmake -P): install the built library into WORK_DIR/prefix, then
 # configure, build and run the consumer in SOURCE_DIR against that prefix only.
 file(REMOVE_RECURSE ${WORK_DIR})

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # ctest -P script: runs distattn-run with --json and checks values of its "config"
 # record, i.e. what the run took its options to mean.
 # Variables: COMMAND (;-list, the run without --json), WORK_DIR, EXPECT (;-list of

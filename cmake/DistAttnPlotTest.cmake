@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # ctest -P script: distattn-run --json on 1 and 2 ranks (a small CPU problem), then
 # perf_tests/scripts/plot_results.py renders both plots from the files. Fails when
 # a run fails, a JSON file lacks a field the plots use, or a PNG is not written;

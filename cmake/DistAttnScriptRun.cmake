@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Shared by the ctest -P scripts (cmake/DistAttn*Test.cmake): runs a command and
 # fails the test, with the command's output, when it exits non-zero.
 #   distattn_run_checked(<what> <output variable> <command> [args...])

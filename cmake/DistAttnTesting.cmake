@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # distattn_add_unit_test(name FILES f... [MPI NP n...] [TIMEOUT s])
 # Single-process tests run directly; MPI tests run once per rank count through
 # MPIEXEC_EXECUTABLE / MPIEXEC_NUMPROC_FLAG / MPIEXEC_PREFLAGS (never a bare mpirun:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Single-device attention perf test (nccl-tests-style table).
 //
 //   attn_perf -b 1024 -e 8192 -f 2 --heads 32 --kv-heads 32 --dim 128 --dtype bf16 --causal 1

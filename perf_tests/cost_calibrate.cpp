@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cost_calibrate: times the building block on this device for the cost model's
 // shape classes (schedule/tile_throughput.hpp) and writes the table it loads.
 //

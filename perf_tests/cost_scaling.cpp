@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cost_scaling: the cost model's predicted-scaling table (docs/design/cost_model.md,
 // "Predicted scaling"). Everything it prints is PREDICTED, not measured.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // sendrecv_perf: the communication ceiling of the ring schedules. Ranks 2k and
 // 2k+1 exchange a message of each size, once through DistAttn's Communicator
 // (sendrecv + Request::wait) and once through the raw backend in the same run

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Tile-sized fp32 products on the host, one core: how fast each candidate for
 // the portable tile's inner products runs at the shapes the tile uses.
 //

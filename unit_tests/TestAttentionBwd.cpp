@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Backward building block: one-call backward vs the fp64 reference, and the
 // additivity the distributed schedules rely on (sum of per-block calls = whole, from
 // attention_bwd_prepare's Delta and cleared accumulators).

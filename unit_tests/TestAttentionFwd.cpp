@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Forward building block against the fp64 reference: one-shot, split + merge in
 // random order, empty rows, GQA, strided (Attention2D-style) causal masks, odd sizes.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Bad input to public functions gives DistAttn::InvalidArgument naming the
 // argument, never a crash or a silently wrong answer.
 

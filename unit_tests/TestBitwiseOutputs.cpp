@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Every executor's outputs, bit for bit, against outputs recorded before a change
 // (issue #36: the renovation must leave every result unchanged). Fixed inputs;
 // each executor runs a forward and a backward, causal and full, and every rank

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Cost model (schedule/cost_model.hpp): its byte and step counts against the
 // volume models the executors' counters are tested against (ring_volume,
 // grid2d_volume) and against brute-force enumeration (causal pairs, Ulysses

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The cost model against the executors themselves, on 1-4 MPI ranks: per-rank
 // workspace (ring_workspace_bytes, grid2d_workspace_bytes,
 // ulysses_workspace_bytes) against every Kokkos allocation whose label starts

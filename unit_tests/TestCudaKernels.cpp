@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // CUDA-tuned tile kernels (src/cuda) against the fp64 reference and against the
 // portable kernels, for bf16 and fp16, head_dim 64 and 128 (and the zero-padded
 // head_dims below 128).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Decoder stack on MPI ranks (issue #13), float64 end to end: the three
 // checkpoint policies give bitwise identical gradients and the expected number of
 // attention forwards; the P-rank stack equals the same stack on one rank; a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Executor memory on MPI ranks: the MemoryPlan equals, byte for byte, what a
 // forward and a backward make Kokkos allocate (counted by the Kokkos Tools
 // allocation hook); a second pass of the same shape allocates nothing; only the

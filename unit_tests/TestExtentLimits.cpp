@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A tensor of a multiple of 2^32 elements (issue #35, item 8). Kokkos 3.4 gives a
 // View of rank 3 or more with such an element count a span of 0, so it is
 // allocated with 0 bytes; the driver then wrote past it (SIGSEGV with --seq 4194304

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Attention2D executor on MPI ranks (issue #5): forward and backward of the NO
 // and O variants against the fp64 reference of the whole sequence on every grid
 // R x C that fits the rank count (1x1, 1x2, 2x1, 2x2, 1x3, 3x1, 2x3, 3x2, 3x3 and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Attention2D layouts (docs/design/schedules.md §2, §3) against brute force:
 // token sets are enumerated from their definitions by filtering positions, and
 // masks are checked against pos_q >= pos_k for every local pair.

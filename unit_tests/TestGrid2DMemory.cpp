@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Attention2D memory on MPI ranks, every grid of 1-4 ranks and both variants:
 // the MemoryPlan equals, byte for byte, what forward and backward make Kokkos
 // allocate; K_t|V_t survives the workspace's growth (backward sends no

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A call's arithmetic time per head at fewer heads than the table was measured at
 // (TileThroughput::head_factor): the interpolation, the table's `heads` lines, and
 // that the executors' models charge each call at its own head count.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Hybrid head x sequence executor on MPI ranks: every U x S factorization of the
 // rank count, every inner sequence executor (ring, balanced, zigzag, Attention2D
 // NO and O), MHA and GQA (split and replicated K/V heads), causal and full

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The parts of the decoder layer on one process against float64 host loops
 // written from the definitions: the linear seam (KokkosBlas::gemm for float and
 // double, cuBLAS for bf16/fp16 on CUDA builds; all three products), RMSNorm, RoPE and SwiGLU forward and backward.

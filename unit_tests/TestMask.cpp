@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The mask's queries (core/mask.hpp) against brute force over random strided
 // position maps: what kernels skip, what they test per element, and what the
 // cost model counts must all agree with allowed(i, j).

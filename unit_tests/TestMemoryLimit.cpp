@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // DISTATTN_MEMORY_LIMIT: bytes as an integer, a decimal number or a number with a
 // unit; anything else is an InvalidArgument naming the variable and its value,
 // never a silent "no limit" or "1 byte".

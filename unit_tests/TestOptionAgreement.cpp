@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Every option that changes what a pass computes is agreed across ranks, and
 // every constructor that communicates agrees its arguments first (issue #35,
 // items 3 and 6). Before: a rank with another softmax scale made every output of

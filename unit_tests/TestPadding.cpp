@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // SequencePadding (padding.hpp): for every layout, rank count and length, the
 // padded layout covers [0, padded) once, its first N positions are the real
 // tokens, zero_padding zeroes exactly the padded rows, and full attention is

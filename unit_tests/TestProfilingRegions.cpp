@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kokkos Tools regions of the executors: with push/pop region callbacks
 // registered (what space-time-stack or nvtx-connector do when loaded), every
 // forward and backward opens one pass region, its schedule steps nest in the

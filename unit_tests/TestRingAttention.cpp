@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // DistFlashAttn executor on MPI ranks: forward and backward of the vanilla ring,
 // the balanced schedule and the zigzag assignment against the fp64 reference of
 // the whole sequence, bitwise reproducibility, delayed receives, measured bytes =

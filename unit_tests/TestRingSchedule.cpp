@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Ring schedules (docs/design/schedules.md §1) checked against brute-force expectations:
 // coverage of every causal block, message matching, result routing, idle
 // fractions, the worked examples of §2.3.2 / §2.3.3 and the volume model.

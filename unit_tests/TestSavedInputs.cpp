@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // What a forward keeps for its backward never turns into a wrong gradient
 // (issue #35, item 1). Ulysses, the hybrid and Attention2D keep tensors derived
 // from q, k, v; a caller that recomputes new data into the same buffers (C and

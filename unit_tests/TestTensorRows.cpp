@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The tuned kernels' tensor arguments made from Views (impl/tensor_arg_from_view.hpp):
 // for every layout a caller may pass, the data pointer and strides must address
 // the same element as the View itself, or a kernel reads the wrong rows.

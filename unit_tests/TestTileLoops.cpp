@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The portable tile's row helpers against float64, on fresh random rows: the
 // vectorizable exp (within 2 ulp, exactly 0 at -inf and below 2^-126, NaN kept),
 // and the running max / sum that split a row into eight chains.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Ulysses executor on MPI ranks: forward and backward against the fp64 reference
 // of the whole sequence for MHA, GQA with K/V heads split over the ranks and with
 // K/V heads replicated (fewer K/V heads than ranks), causal and full attention,

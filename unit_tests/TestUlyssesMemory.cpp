@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Ulysses and hybrid memory on MPI ranks: the MemoryPlan equals, byte for byte,
 // what forward and backward make Kokkos allocate (the hybrid: its head exchange's
 // plan plus its inner executor's); a second pass of the same shape allocates

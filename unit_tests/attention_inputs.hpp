@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Random attention inputs, rounded to the element type under test so the fp64
 // reference sees exactly what the kernel sees.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // What the executor memory tests share: one rank's tensors of a pass (labelled
 // outside the library's prefix, so the allocation counter's labelled counts are

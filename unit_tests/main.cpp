@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // GoogleTest main for single-process tests: Kokkos is initialized once.
 #include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // GoogleTest main for MPI tests: MPI and Kokkos are initialized once; rank 0
 // prints the usual report, other ranks print only their failures (prefixed with
 // the rank), and every rank exits non-zero if any rank failed.

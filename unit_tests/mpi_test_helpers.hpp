@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Distributed test plumbing shared by the executor tests: the world's size and
 // rank, a seed every rank agrees on, and the "raises on every rank" check.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The global problem of the sequence-parallel executor tests (ring kinds,
 // Ulysses, hybrid): every rank builds the same small fp64 problem and its

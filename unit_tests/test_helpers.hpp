@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Shared test plumbing: moving fp64 host tensors to device tensors of any
 // element type and back, fresh random seeds, and the tolerance table.

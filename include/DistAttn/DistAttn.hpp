@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file DistAttn.hpp
 /// Umbrella header: everything a user of the library needs (docs/api.md). The

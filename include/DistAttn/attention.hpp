@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file attention.hpp
 /// The single-device building block: blockwise exact attention with mergeable

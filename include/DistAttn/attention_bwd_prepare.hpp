@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file attention_bwd_prepare.hpp
 /// The prologue of a fresh backward: Delta = rowsum(dO * O) and the gradient

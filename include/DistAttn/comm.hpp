@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm.hpp
 /// Umbrella header of the communication layer (docs/design/communication.md):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file instances.hpp
 /// The execution-space instances an executor runs on. A distributed executor

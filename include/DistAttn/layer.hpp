@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer.hpp
 /// Umbrella header of the decoder layer (docs/design/decoder_layer.md):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file padding.hpp
 /// Any sequence length N on any number of ranks P. Every executor needs its

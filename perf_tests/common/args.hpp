@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Command-line parsing shared by the driver and the perf tests, on CLI11 (Debian
 // libcli11-dev): numbers are parsed strictly and in decimal (a fraction, trailing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The transport a tool's --comm asks for, shared by distattn-run and
 // distattn-train: NCCL by default where built for CUDA, MPI otherwise.

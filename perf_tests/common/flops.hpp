@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // FLOP conventions of docs/PERFORMANCE.md: forward 4*B*H*Sq*Sk*d (two GEMMs),
 // halved for a causal square problem; backward counts 2.5x the forward.

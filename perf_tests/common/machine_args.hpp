@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The cost model's machine on the command line, shared by cost_scaling and
 // distattn-run --schedule auto: links (nvlink_ib_node_defaults unless given), GPUs

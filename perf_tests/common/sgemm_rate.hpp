@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The CPU anchor of docs/PERFORMANCE.md: the rate of one square fp32 GEMM
 // through KokkosBlas::gemm (the BLAS it was built against: OpenBLAS on the CI

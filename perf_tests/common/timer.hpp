@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Device-side timing: CUDA events on the execution space's stream where the
 // backend is CUDA, a fence plus a host clock elsewhere. Medians, not means.

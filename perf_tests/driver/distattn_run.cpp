@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // distattn-run: the project's main job. Generates a causal attention problem,
 // runs it with the chosen schedule on the MPI ranks it was started with, checks
 // the result against the fp64 reference (--check), and prints a result table.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Pieces every schedule's driver run shares: the global test problem (defined
 // by hash values at GLOBAL indices, so every schedule and every rank count sees

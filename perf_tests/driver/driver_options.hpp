@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Options of distattn-run. Defaults finish in seconds on 2 CPU cores.
 

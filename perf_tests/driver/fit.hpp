@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run --fit: the longest sequence a schedule can run forward and backward
 // on these ranks, from the executors' memory plans (exact: the memory tests hold

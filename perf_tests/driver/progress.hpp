@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run's progress line: every --progress seconds rank 0 prints to stderr
 // which pass of the run it is in and how far that pass has got, so a run that

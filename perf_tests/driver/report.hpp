@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run's results for people and programs: the verdict line that ends
 // every run, the warning before a long fp64 check, and the --json file

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run --schedule auto [--tiles FILE]: the cost model (schedule/cost_model.hpp)
 // ranks every executor and grid for this P and problem; the ranking is printed

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The part of distattn-run every distributed executor shares: inputs filled from
 // the global problem by the executor's token layout, the timing loop (warm-up,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run for Attention2D (--schedule grid2d-no | grid2d-o, --grid RxC).
 //

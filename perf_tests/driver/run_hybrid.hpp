@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run for the hybrid executor (--schedule hybrid --ulysses U --inner KIND):
 // Ulysses of degree U over heads, the inner sequence executor over P / U ranks.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run for the DistFlashAttn schedules (--schedule ring|balanced) and
 // the single-device baseline (--schedule local, rank 0 only).

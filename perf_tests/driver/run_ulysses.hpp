@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run for the Ulysses executor (--schedule ulysses): contiguous chunks,
 // one all-to-all to head shards and back per tensor group.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run's own collectives: the barrier before every pass, maxima and sums
 // over ranks, agreement on a check, and gathers to rank 0 (result table, JSON,

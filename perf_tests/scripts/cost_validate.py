@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Cost model against measurement: every executor through distattn-run, for each
 rank count P and sequence length S, next to the cost model's prediction of the
 same choice (distattn-run --schedule auto --predict-only prints the ranking), and

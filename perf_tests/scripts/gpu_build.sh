@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Configures and builds DistAttn against a CUDA Kokkos install on a GPU machine.
 #   gpu_build.sh KOKKOS_ROOT BUILD_DIR [extra cmake args...]
 # The C++ compiler is the install's nvcc_wrapper; Hopper (sm_90) is the target.

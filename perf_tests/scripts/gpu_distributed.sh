@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Distributed GPU measurements on one host with >= 2 GPUs (NCCL), one call:
 #   gpu_distributed.sh BUILD_DIR OUT_DIR [SEQS...]
 # 1. correctness of every schedule on the GPUs (bf16, small, --check vs fp64);

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Every executor on one host with >= 2 GPUs, in one call:
 #   gpu_executors.sh KOKKOS_ROOT BUILD_DIR OUT_DIR [SEQS...]
 # 1. builds DistAttn (CUDA Kokkos at KOKKOS_ROOT, NCCL, tuned kernels) unless

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Longest-sequence table on 2 GPUs of one host (issue #12), one call:
 #   gpu_long_sequences.sh BUILD_DIR OUT_DIR
 # H=32, d=128, bf16, causal, forward + backward, every run prints peak memory per

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Scaling on P = 4 or 8 GPUs of one host (issue #17), one call per machine kind:
 #   gpu_scaling.sh BUILD_DIR OUT_DIR P
 # then the report table:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The PyTorch binding on one host with >= 2 GPUs, one call:
 #   gpu_torch.sh KOKKOS_ROOT BUILD_DIR OUT_DIR [SEQS...]
 # 0. if KOKKOS_ROOT does not exist and KOKKOS_SRC / KK_SRC name Kokkos and Kokkos

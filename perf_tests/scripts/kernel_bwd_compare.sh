@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # One device call: the backward through the library with the fused prologue
 # (attention_bwd_prepare: Delta and the zeroed dq/dk/dv in one pass, attn_perf's
 # default) against the separate Delta pass and three fills (--bwd-prep separate),

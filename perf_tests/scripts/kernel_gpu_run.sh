@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # One device call: correctness, kernel-only timings, the attn_perf table and the
 # PyTorch SDPA anchor, all on the same machine in the same run. Run from the repo
 # root on the GPU machine:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Shared start of the kernel device scripts (sourced, with OUT set): the log folder,
 # CUDA on PATH and LD_LIBRARY_PATH, stamp() for elapsed-time lines, and the GPU,
 # driver, clocks and date in $OUT/env.txt.

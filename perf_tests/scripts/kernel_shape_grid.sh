@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # The tuned kernels' full shape grid, one device call: B = 1, bf16, d = 128 (H = 32)
 # and d = 64 (H = 64), causal and non-causal, S = 8K, 16K, 32K; attn_perf (the library
 # calls, --path cuda) and PyTorch SDPA (cuDNN and flash) for every shape, same call.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Plots the cost model's PREDICTED scaling (cost_scaling --csv) as one panel per
 sequence length: predicted fwd+bwd time of the best ring, the best Attention2D
 grid, Ulysses and the best hybrid against P.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Plots distattn-run --json files.
 
   plot_results.py OUTDIR RUN.json [RUN.json ...] [--timeline RUN.json]

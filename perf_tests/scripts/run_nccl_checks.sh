@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # NCCL checks of the communication layer on a machine with >= 2 GPUs:
 #   1. the comm unit tests on 2 ranks (NCCL, MPI with device staging, MPI host);
 #   2. sendrecv_perf through the NCCL Communicator next to raw ncclSend/ncclRecv,

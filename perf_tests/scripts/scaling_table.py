@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The scaling report of issue #17 as markdown, from gpu_scaling.sh's output.
 
   scaling_table.py OUT_DIR [OUT_DIR ...]     (one OUT_DIR per P, e.g. p4 p8)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """PyTorch SDPA anchor for attn_perf: same shapes, same FLOP convention
 (forward 4*B*H*S^2*d, halved when causal; backward 2.5x), median of CUDA-event
 timings after warm-up, one row per (backend, S). Prints a table and optional JSON.

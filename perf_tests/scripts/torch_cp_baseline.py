@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """PyTorch context-parallel attention anchor for the distributed perf runs.
 
   torchrun --nproc_per_node 2 perf_tests/scripts/torch_cp_baseline.py --seqs 32768 65536 131072 \

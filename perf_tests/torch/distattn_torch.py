@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """PyTorch binding of DistAttn's C ABI (include/DistAttn/c/distattn.h), loaded with ctypes.
 
     import distattn_torch as dt

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """The PyTorch binding (distattn_torch.py) against torch SDPA on the gathered sequence.
 
     DISTATTN_LIB=build/src/libdistattn.so python3 perf_tests/torch/test_distattn_torch.py

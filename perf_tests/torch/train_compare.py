@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 """Training steps of one small causal transformer with three context-parallel attentions.
 
     DISTATTN_LIB=build-gpu/src/libdistattn.so torchrun --nproc_per_node 2 \\

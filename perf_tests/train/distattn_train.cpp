@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // distattn-train: training steps of an L-layer decoder stack (issue #13) on MPI
 // ranks, for each checkpoint policy with the same executor, weights and data:
 // forward, loss (mean squared error to a fixed random target), backward, SGD.

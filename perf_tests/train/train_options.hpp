@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Options of distattn-train. GPU builds default to Llama-7B layer shapes; CPU
 // builds to small shapes that finish in seconds on 2 cores.

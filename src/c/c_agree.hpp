@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The agreement step of the C ABI's collective calls (docs/design/c_abi.md,
 // "Errors on every rank"). Every rank runs its local checks, then one small

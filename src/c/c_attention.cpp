@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Attention objects of the C ABI: config checks agreed on by every rank, then the
 // per-dtype factory (c_attention_<dtype>.cpp); passes forwarded to the executor.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // make_attention<bhalf_t> for the C ABI, on builds with a distinct bfloat16 type (CUDA).
 
 #include "c_attention_impl.hpp"

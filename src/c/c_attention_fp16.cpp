@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // make_attention<half_t> for the C ABI, on builds with a distinct 16-bit type (CUDA).
 
 #include "c_attention_impl.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The executor behind a distattn_attention for one element type T: builds the
 // executor the config names, wraps the caller's raw pointers in unmanaged strided

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Communicators of the C ABI: from an MPI communicator (by its Fortran handle),
 // an existing ncclComm_t, or an NCCL unique id shared by the caller; and the
 // agreement step of every collective call (c_agree.hpp).

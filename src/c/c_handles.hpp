@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // What the C ABI's opaque handles hold (include/DistAttn/c/distattn.h), shared by
 // the translation units of src/c/: the type-erased communicator and attention,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Version queries, the thread-local error message and process setup of the C ABI.
 
 #include "c_handles.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <DistAttn/comm/impl/op_info.hpp>
 #include <DistAttn/comm/impl/poll.hpp>
 #include <DistAttn/comm/timeout.hpp>

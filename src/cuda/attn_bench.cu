@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Kernel-only benchmark of the tuned attention kernels and of alternative tile
 // configurations (not part of the library; built as `attn_cuda_bench` when
 // DistAttn_ENABLE_CUDA_KERNELS is ON). Times each launch alone with CUDA events

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Picks the Hopper backward kernel that matches a tile entry of the sm90 table:
 // WsBwdTile -> attn_bwd_ws_sm90.cuh (warp-specialized, its Fallback entry where TMA

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Prologue of a fresh backward, one launch: Delta = rowsum(dO * O) for every query
 // row, and the fp32 gradient accumulators dq, dk, dv set to zero. Memory-bound: every
 // byte is read or written once, in 16-byte accesses (the dispatch checks the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Backward update kernel, "P/dS through shared memory" layout (FlashAttention-2's
 // sm80 backward): one CTA per (key tile, KV head, batch), query tiles of every head

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Backward update kernel on Hopper warpgroup MMA (wgmma), FlashAttention-3's
 // "swapped" layout: the same CTA work and semantics as the mma.sync kernels (one

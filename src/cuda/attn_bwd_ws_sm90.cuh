@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Backward update kernel, warp-specialized (FlashAttention-3's Hopper backward
 // structure, our own code): one CTA per (key tile of 128, KV head, batch) walks the

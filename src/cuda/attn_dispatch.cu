@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host entry points of the CUDA-tuned attention kernels: validate what the
 // kernels assume (head_dim, alignment, a device with a tile table, positive scale),
 // decline (return false) otherwise so the caller falls back to the portable

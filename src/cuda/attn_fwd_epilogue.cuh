@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Epilogues of the forward kernels, shared by every forward kernel whose
 // accumulator has the mma C-fragment layout per warp (a thread holds columns

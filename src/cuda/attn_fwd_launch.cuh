@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Picks the Hopper forward kernel that matches a tile entry of the sm90 table:
 // WsFwdTile -> attn_fwd_ws_sm90.cuh (warp-specialized). Returns false (nothing

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Forward update kernel (docs/design/building_block.md, "The update") on mma.sync tensor cores, FlashAttention-2
 // structure: one CTA per (query tile, head, batch); every warp owns 16 or 32 query

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Forward kernel, warp-specialized, with FlashAttention-3's intra-warpgroup overlap
 // layered on the ping-pong schedule (FA3's Hopper forward structure, our own code).

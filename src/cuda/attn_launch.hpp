@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Host-side glue between attn_dispatch.cu and the per-instantiation translation
 // units: one launcher per (target, direction, head_dim, element type), each defined

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Raw PTX building blocks shared by the tuned attention kernels: mma.sync
 // m16n8k16 (bf16/fp16 in, fp32 accumulate), ldmatrix (plain and transposed),

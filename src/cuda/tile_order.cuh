@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Launch order of the tile kernels' CTAs over (work tile, head). CTAs start in linear
 // block order, so the order decides which tiles run together and which run last.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Tile tables of the CUDA-tuned attention kernels (flash-attention tile_size.h
 // style): one commented entry per (direction, head_dim). Every kernel is a

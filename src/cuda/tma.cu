@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Host side of tma.hpp.
 
 #include "tma.hpp"

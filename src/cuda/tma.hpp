@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Tensor-memory-accelerator (TMA) descriptors for the tiles the wgmma kernels
 // stream (Q, K and V in the forward; Q, dO, K, V in the backward, and the fp32 dq it

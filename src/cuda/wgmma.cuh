@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Hopper warpgroup MMA (wgmma) building blocks for the sm_90a attention kernels:
 // shared-memory matrix descriptors for the 128-byte-swizzled tile layout, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Row-major 16-bit GEMM through cuBLAS (impl/cublas_gemm.hpp says why).
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/impl/cublas_gemm.hpp>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */
 /* The C ABI (include/DistAttn/c/distattn.h) from a C program on MPI ranks:
  * forward and backward of every executor kind, fp32 and fp64, against a naive
  * float64 reference of the gathered sequence, with q/dq in a strided

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Collectives of every transport: all_gather (rank-ordered concatenation),
 // reduce_scatter_sum (rank-ordered blocks), all_reduce_sum, all_to_all, barrier; counters follow
 // the ring convention of comm/counters.hpp exactly.

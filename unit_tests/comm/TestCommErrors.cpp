@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Failure behaviour: bad arguments throw InvalidArgument naming the argument
 // before anything is posted (so no rank hangs), and a peer that never answers
 // makes wait() fail after the timeout with a message that names the operation,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Point-to-point operations of every transport: ring exchanges with isend/irecv
 // and sendrecv, waits on another execution-space instance, depend_on, wait_all,
 // split/duplicate, move-only handles. Counters must equal the exact byte counts.

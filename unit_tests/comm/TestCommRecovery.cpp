@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A communicator whose wait timed out is never used again as if nothing had
 // happened (issue #35, item 2). Before the fix, with TimeoutPolicy::Throw, a
 // retry on the same MPI communicator returned success (on all 3 ranks of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // The MPI transport's host staging pool: requests are served from their own size
 // class only, so a pattern of staged transfers that repeats (the passes of an
 // executor) allocates in its first round and never again.

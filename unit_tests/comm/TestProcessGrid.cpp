@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // ProcessGrid2D and its rank arithmetic (docs/design/schedules.md §2): the pure
 // permutation for every R x C up to 8 x 8, then the real grid on 1x1, 1x2, 2x1,
 // 2x2, 1x3, 3x1, 1x4 and 4x1 (skipped where the rank count does not fit):

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Shared plumbing of the communication tests: the transports under test (typed-
 // test configurations), one cached world communicator per configuration, a seed

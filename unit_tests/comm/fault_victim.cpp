@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A ring job in which one rank fails on purpose, for the fault tests
 // (unit_tests/CMakeLists.txt): every rank exchanges a block with its neighbours
 // each step, and at step 3 the victim either dies (--fault kill: SIGKILL) or

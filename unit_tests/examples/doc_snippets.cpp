@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Keeps docs/api.md honest: every line of a ```cpp block that starts with
 // "// from <file>" must appear (ignoring surrounding spaces) in that file, except
 // lines starting with "// ..." (elisions). Fails naming the first line that does not.

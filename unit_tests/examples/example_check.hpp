@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // What the example programs (docs/api.md) share: the program frame (MPI, then
 // Kokkos), one rank's tensors, forward and backward with padded rows' dO zeroed,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Attention2D (argv[1]: "no" or "o", the overlapped variant) on an R x C grid
 // of MPI ranks for any sequence length: the Attention2D example of docs/api.md,
 // checked against fp64 (example_check.hpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Hybrid U x S parallelism (Ulysses over heads outside, a zigzag ring over the
 // sequence inside) for any sequence length: the hybrid example of docs/api.md,
 // checked against fp64 (example_check.hpp).

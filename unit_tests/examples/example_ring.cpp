@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Ring attention (vanilla, balanced or zigzag: argv[1]) on any number of MPI
 // ranks for any sequence length: the ring example of docs/api.md, checked against
 // fp64 (example_check.hpp has the frame and the passes every example shares).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // Ulysses (all-to-all over heads) on P MPI ranks, P dividing the query heads,
 // for any sequence length: the Ulysses example of docs/api.md, checked against
 // fp64 (example_check.hpp).

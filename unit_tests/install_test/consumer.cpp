@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // A downstream program that knows only find_package(DistAttn) and the umbrella
 // header: runs one causal attention and checks it against a direct fp64
 // evaluation written here (the project's test reference is not installed), then

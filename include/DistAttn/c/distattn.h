@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */
 #ifndef DISTATTN_C_DISTATTN_H
 #define DISTATTN_C_DISTATTN_H
 /* DistAttn's C ABI: distributed exact attention for C, Fortran, ctypes and other

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/counters.hpp
 /// Traffic counters of one communicator, for checking the communication volume

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/p2p_batch.hpp
 /// @brief Several sends and receives posted as one group, completed by one Request.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/process_grid.hpp
 /// ProcessGrid2D: the R x C grid of Attention2D with its row and column

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/spaces.hpp
 /// Communication-space tags: they select the transport of a Communicator and a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/timeout.hpp
 /// What a blocking wait does when a peer never answers. A distributed job in

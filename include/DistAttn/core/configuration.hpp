@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Build and runtime configuration, printed in perf-test and driver preambles.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Errors: every public entry point validates its arguments and throws
 // DistAttn::Error naming the function and the offending argument.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The one place that knows which Kokkos version is in use. Debian 12 ships Kokkos
 // 3.4.01 (Serial, C++14 build); GPU builds use Kokkos 4.6.x. Nothing else in

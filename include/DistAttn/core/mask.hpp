@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file core/mask.hpp
 /// The one place a mask is defined. A mask is a rule on global token positions,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Vocabulary types of the building block: tensor layouts and options (masks: core/mask.hpp).
 //

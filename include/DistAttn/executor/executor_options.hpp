@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file executor/executor_options.hpp
 /// Options and per-pass instrumentation every distributed executor shares;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file executor/executor_spec.hpp
 /// The one list of executors: their kinds, names and shapes (ExecutorChoice).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file executor/memory_plan.hpp
 /// What an executor's passes allocate, known before they allocate it.

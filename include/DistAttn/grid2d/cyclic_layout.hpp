@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file grid2d/cyclic_layout.hpp
 /// Conversion between the contiguous layout of the ring schedules and the 1D

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file grid2d/grid2d_attention.hpp
 /// Attention2D executor (docs/design/attention2d.md): exact attention on an

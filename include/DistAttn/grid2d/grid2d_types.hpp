@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file grid2d/grid2d_types.hpp
 /// Options and per-rank instrumentation of the Attention2D executor

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file hybrid/hybrid_attention.hpp
 /// Hybrid head x sequence parallelism (USP-style): P = U x S ranks, Ulysses of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/allocation_counter.hpp
 /// Counts what Kokkos allocates, through the Kokkos Tools allocation callbacks:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/attention_checks.hpp
 /// Argument checks of the building block (attention.hpp), shared by the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Portable backward tile kernels (docs/design/building_block.md, Definitions), accumulating into fp32 gradients.
 //

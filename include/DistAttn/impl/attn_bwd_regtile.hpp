@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Portable backward tile kernels for devices (head_dim <= 128, fp32 gradients): the
 // two passes of attn_bwd_portable.hpp (dK and dV per key tile, then dQ per query

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Portable forward tile kernel: one team per (batch, query head, query tile).
 // The team stages its query tile and running state in scratch, walks the K/V

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Portable forward tile kernel for devices (head_dim <= 128): one team of kRegTeam
 // threads per (batch, query head, query tile), the same online-softmax update as

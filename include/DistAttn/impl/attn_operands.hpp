@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The operands and extents of one building-block call, shared by its kernels (the
 // portable team kernels and the register-blocked device kernels they hand off to),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Row-wise kernels on attention states: merge (docs/design/building_block.md / A2D AttnFix),
 // finalize to (O, LSE), backward preprocessing Delta = rowsum(dO * O), and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The dispatch seam between the portable team kernels and tuned specializations
 // (Kokkos Kernels' tpl_spec_avail pattern). The primary templates run the portable

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/blas.hpp
 /// gemm and axpy on an execution-space instance, for every Kokkos Kernels

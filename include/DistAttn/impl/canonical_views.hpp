@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/canonical_views.hpp
 /// The one View type each kind of tile-kernel argument has inside the library.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/cublas_gemm.hpp
 /// cuBLAS GEMM for 16-bit row-major matrices on a CUDA stream. Kokkos Kernels

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/cyclic_exchange.hpp
 /// The one all_to_all behind to_cyclic/from_cyclic (grid2d/cyclic_layout.hpp):

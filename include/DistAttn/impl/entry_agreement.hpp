@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/entry_agreement.hpp
 /// How the ranks of an executor agree before they communicate: at construction

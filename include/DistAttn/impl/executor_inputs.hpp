@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/executor_inputs.hpp
 /// The entry of every distributed executor's forward() and backward().

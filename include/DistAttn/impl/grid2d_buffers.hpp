@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/grid2d_buffers.hpp
 /// Workspace pieces and local reorder kernels of the Attention2D executor.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/grid2d_cost_context.hpp
 /// What the Attention2D cost model (schedule/cost_grid2d.hpp) computes its

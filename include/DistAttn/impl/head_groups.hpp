@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Head chunking (ExecutorOptions::head_group): an executor runs a pass over a
 // group of kv heads and their query heads. Heads are dimension 2 of the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/member_count.hpp
 /// The number of members of an aggregate (a base class counts as one): what the

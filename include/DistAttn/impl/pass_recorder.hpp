@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/pass_recorder.hpp
 /// The instrumentation and waiting every executor pass does the same way: device

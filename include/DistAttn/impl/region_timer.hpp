@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Sums the device time of many regions on one execution-space instance without
 // synchronizing between them: CUDA events on the instance's stream (read once,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/row_copy.hpp
 /// One loop shape for the executors' reorder kernels (Ulysses' packing, the

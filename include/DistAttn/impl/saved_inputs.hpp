@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/saved_inputs.hpp
 /// What lets a backward reuse what its forward derived from the inputs (Ulysses'

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/tensor_arg_from_view.hpp
 /// A View as a tuned kernel's argument (impl/cuda/tensor_arg.hpp): the data

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Tile sizes of the portable team kernels. Every operand tile is staged in team
 // scratch in the accumulation type, so the footprint is known up front; tiles

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // The matrix products of the portable tile kernels: C = alpha op(A) op(B) + beta C
 // on row-major tiles in team scratch, each done by Kokkos Kernels.

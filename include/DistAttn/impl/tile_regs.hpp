@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // Register-blocked team products of the portable device tile kernels (head_dim up to
 // 128, teams of kRegTeam threads). Each thread keeps a fixed block of the product's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/attention_executor.hpp
 /// What the decoder layer needs to know about the attention executor it is given

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/decoder_config.hpp
 /// Shapes of a Llama-style decoder layer and the checkpoint policies of a stack

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/decoder_layer.hpp
 /// Forward and backward of one Llama-style decoder layer on this rank's tokens

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/decoder_stack.hpp
 /// L decoder layers with sequence parallelism and a checkpoint policy

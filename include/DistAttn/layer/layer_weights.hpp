@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/layer_weights.hpp
 /// The weights of one decoder layer (or their gradients) in one flat allocation,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/linear.hpp
 /// The one seam through which every projection of the decoder layer and its

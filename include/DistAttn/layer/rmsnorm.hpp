@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/rmsnorm.hpp
 /// RMSNorm over the feature axis of a row-major [tokens, features] matrix:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/rope.hpp
 /// Rotary position embedding (RoPE) in the Llama "rotate half" convention: in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file layer/swiglu.hpp
 /// The elementwise middle of the SwiGLU MLP: s = silu(gate) * up, and its backward.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file registry/any_attention.hpp
 /// One door to every executor. make_attention builds the executor an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ring/ring_attention.hpp
 /// DistFlashAttn executor: runs a RingSchedule (vanilla ring, the balanced helper

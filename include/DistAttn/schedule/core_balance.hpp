@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file core_balance.hpp
 /// CPU ranks outnumbering cores when the busy ranks do not divide evenly over them

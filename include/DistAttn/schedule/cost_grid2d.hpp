@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file cost_grid2d.hpp
 /// Cost model of Grid2DAttention (grid2d/grid2d_attention.hpp), NO and O

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file cost_model.hpp
 /// Predicted forward and backward time, exposed communication, bytes and

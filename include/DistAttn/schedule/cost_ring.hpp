@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file cost_ring.hpp
 /// Cost model of RingAttention (ring/ring_attention.hpp) for the vanilla,

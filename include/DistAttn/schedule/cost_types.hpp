@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file cost_types.hpp
 /// Value types of the cost model (cost_model.hpp): the problem, an executor

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file cost_ulysses.hpp
 /// Cost model of UlyssesAttention (ulysses/ulysses_attention.hpp): per head group

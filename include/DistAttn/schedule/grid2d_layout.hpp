@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file grid2d_layout.hpp
 /// Attention2D token layouts for an R x C grid, P = R*C (docs/design/schedules.md §2).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file grid2d_shape.hpp
 /// Choice of the Attention2D grid shape R x C for P ranks (docs/design/schedules.md §2.1).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file grid2d_volume.hpp
 /// Exact words each rank receives in every phase of Attention2D-NO forward and

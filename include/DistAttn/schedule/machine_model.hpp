@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file machine_model.hpp
 /// The machine the cost model predicts for: links per level (intra-node,

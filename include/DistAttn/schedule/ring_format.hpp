@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ring_format.hpp
 /// Text rendering of a RingSchedule as the Markdown table of docs/design/schedules.md §1

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file schedule/ring_layout.hpp
 /// Which global token positions each rank's local rows hold under a ring kind:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ring_schedule.hpp
 /// DistFlashAttn schedules for P ranks holding contiguous chunks (docs/design/schedules.md §1),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ring_types.hpp
 /// Value types describing one rank's work at one step of a DistFlashAttn ring

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ring_volume.hpp
 /// Communication volume model of the ring schedules, per rank and per pass, for

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file schedules.hpp
 /// Umbrella for the communication-free schedule and layout value types.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file tile_throughput.hpp
 /// Measured speed of the building block (attention_fwd_update /

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file schedule/token_layout.hpp
 /// Which global positions a rank's local token rows hold, for every executor's

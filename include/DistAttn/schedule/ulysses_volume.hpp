@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ulysses_volume.hpp
 /// Exact bytes each rank sends (and, the all-to-alls being symmetric, receives)

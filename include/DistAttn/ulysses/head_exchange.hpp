@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ulysses/head_exchange.hpp
 /// The all-to-alls between sequence shards and head shards that the Ulysses and

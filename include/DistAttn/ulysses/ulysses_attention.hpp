@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ulysses/ulysses_attention.hpp
 /// Ulysses executor (DeepSpeed-Ulysses): sequence parallel outside attention,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ulysses/ulysses_pack.hpp
 /// The reorders around Ulysses' all-to-alls. A message buffer holds P blocks, one

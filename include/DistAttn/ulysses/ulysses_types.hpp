@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file ulysses/ulysses_types.hpp
 /// Options, head assignment and instrumentation of the Ulysses executor

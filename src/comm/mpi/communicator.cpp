@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <DistAttn/comm/mpi/communicator.hpp>
 
 namespace DistAttn::mpi {

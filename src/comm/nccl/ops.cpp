@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <DistAttn/comm/nccl/collectives.hpp>
 
 namespace DistAttn::Impl {

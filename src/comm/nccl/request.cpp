@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #include <DistAttn/comm/impl/poll.hpp>
 #include <DistAttn/comm/nccl/request.hpp>
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Spack recipe for DistAttn (docs/cluster.md, "Spack"). Use it from a Spack
 # repository that holds this directory:
 #   spack repo add <distattn>/cmake/spack
@@ -9,6 +10,8 @@ from spack.package import *
 class Distattn(CMakePackage, CudaPackage):
     """Exact causal attention over sequences too long for one GPU: the DistFlashAttn
     ring and the Attention2D grid executors on Kokkos, with MPI and NCCL transports."""
+
+    license("Apache-2.0 WITH LLVM-exception")
 
     # No public address yet: build from a checkout with `spack develop`.
     version("main")

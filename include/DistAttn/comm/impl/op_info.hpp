@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/impl/op_info.hpp
 /// What a posted operation is, kept by requests for diagnostics.

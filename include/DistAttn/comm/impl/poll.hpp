@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/impl/poll.hpp
 /// The bounded polling loop behind every host-side wait.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/impl/view_checks.hpp
 /// Argument checks shared by the transports: a message is the bytes of one

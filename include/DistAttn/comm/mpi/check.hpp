@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/mpi/check.hpp
 /// DISTATTN_MPI_CHECK(call, where): throws DistAttn::CommunicationError with the

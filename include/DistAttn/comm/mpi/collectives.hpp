@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/mpi/collectives.hpp
 /// Collectives of the MPI transport, posted as MPI-3 non-blocking collectives so

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/mpi/communicator.hpp
 /// Communicator<MpiSpace, Exec>: an MPI communicator plus the execution-space

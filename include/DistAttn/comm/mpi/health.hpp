@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/mpi/health.hpp
 /// Whether an MPI communicator's message stream can still be trusted.

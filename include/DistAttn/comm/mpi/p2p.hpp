@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/mpi/p2p.hpp
 /// Point-to-point operations of the MPI transport: isend, irecv, sendrecv.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/mpi/request.hpp
 /// Request<MpiSpace>: one or more MPI requests posted together (a sendrecv holds

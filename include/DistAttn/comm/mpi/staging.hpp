@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/mpi/staging.hpp
 /// Host staging for MPI: without GPU-aware MPI a device pointer must never reach

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/nccl/check.hpp
 /// DISTATTN_NCCL_CHECK(call, where) and DISTATTN_CUDA_CHECK(call, where): throw

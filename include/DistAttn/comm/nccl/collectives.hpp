@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/nccl/collectives.hpp
 /// Collectives of the NCCL transport, enqueued on the communicator's stream.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/nccl/communicator.hpp
 /// Communicator<NcclSpace, Kokkos::Cuda>: a blocking NCCL communicator whose

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file comm/nccl/request.hpp
 /// Request<NcclSpace>: a CUDA event recorded on the communicator's stream right

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file attn_bwd_prep_params.hpp
 /// Parameter block and host entry point of the CUDA prologue of a fresh backward

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file attn_cuda_spec.hpp
 /// CUDA-tuned specializations of the dispatch seam of impl/attn_spec.hpp

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file attn_params.hpp
 /// Plain-old-data parameter blocks of the CUDA-tuned tile kernels (flash-attention's

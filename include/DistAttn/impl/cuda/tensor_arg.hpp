@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file impl/cuda/tensor_arg.hpp
 /// How a tensor crosses into the CUDA-tuned kernels (impl/cuda/attn_params.hpp,

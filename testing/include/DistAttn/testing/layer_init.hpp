@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file testing/layer_init.hpp
 /// Reproducible decoder-layer weights for tests and the training driver: every

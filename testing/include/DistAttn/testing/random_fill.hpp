@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file random_fill.hpp
 /// Fills device tensors with reproducible uniform(-amp, amp) values from a

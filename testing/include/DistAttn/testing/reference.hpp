@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 /// @file reference.hpp
 /// Float64 host reference for attention forward (O, LSE) and backward (dQ, dK,
