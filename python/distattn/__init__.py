@@ -1,0 +1,170 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""DistAttn for PyTorch: distributed exact attention over the caller's process group.
+
+    import distattn
+    q_local, pos = distattn.shard(q, group)            # this rank's tokens and their position ids
+    o_local = distattn.attention(q_local, k_local, v_local, group=group)   # differentiable
+    o = distattn.unshard(o_local, group)               # the global tensor again
+
+Every rank of the group calls these functions collectively, in the same order, with
+its own shard. See python/README.md."""
+import torch
+
+from . import _comm, _lib, _ops
+from ._lib import DistAttnError, DistAttnInvalidArgument
+from ._ops import EXECUTORS
+
+__all__ = ["attention", "DistributedAttention", "shard", "unshard", "token_positions", "resolve_schedule",
+           "DistAttnError", "DistAttnInvalidArgument", "SCHEDULES", "library_version", "USE_CUSTOM_OP"]
+
+SCHEDULES = ("auto",) + tuple(EXECUTORS)
+LAYOUTS = ("bshd", "sbhd")
+USE_CUSTOM_OP = _ops.USE_CUSTOM_OP
+
+
+def library_version():
+    return _lib.lib().distattn_library_version().decode()
+
+
+def resolve_schedule(schedule, causal, local_seq):
+    """The executor `schedule` names; "auto" is "zigzag" when local_seq is even, else
+    "balanced" (causal) or "grid2d-o" (full attention). A fixed rule, not the cost model."""
+    if not isinstance(schedule, str) or schedule not in SCHEDULES:
+        raise ValueError(f"distattn: schedule: '{schedule}' is not one of {', '.join(SCHEDULES)}")
+    if schedule != "auto":
+        return schedule
+    if local_seq % 2 == 0:
+        return "zigzag"
+    return "balanced" if causal else "grid2d-o"
+
+
+def _check_tensors(q, k, v, layout):
+    L = _lib.lib()
+    cuda_build = bool(L.distattn_is_cuda_build())
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"distattn.attention: {name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"distattn.attention: {name}: expected 4 dimensions ({layout}), got shape "
+                             f"{tuple(t.shape)}")
+        if t.dtype not in _ops.DTYPES or not L.distattn_has_dtype(_ops.DTYPES[t.dtype]):
+            ok = [str(d).replace("torch.", "") for d, c in _ops.DTYPES.items() if L.distattn_has_dtype(c)]
+            raise TypeError(f"distattn.attention: {name}: dtype {str(t.dtype).replace('torch.', '')} is not "
+                            f"supported by this DistAttn build (supported: {', '.join(ok)})")
+        if t.device.type != "meta" and (t.device.type == "cuda") != cuda_build:
+            want = "CUDA" if cuda_build else "CPU"
+            raise ValueError(f"distattn.attention: {name}: a {want} tensor is needed (this DistAttn build "
+                             f"computes on the {'GPU' if cuda_build else 'host'}), got device {t.device}")
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"distattn.attention: q, k, v must have one dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if k.device != q.device or v.device != q.device:
+        raise ValueError(f"distattn.attention: q, k, v must be on one device, got {q.device}, {k.device}, "
+                         f"{v.device}")
+    if tuple(k.shape) != tuple(v.shape):
+        raise ValueError(f"distattn.attention: k and v must have one shape, got {tuple(k.shape)} and "
+                         f"{tuple(v.shape)}")
+
+
+def attention(q, k, v, group=None, schedule="auto", causal=True, scale=None, layout="bshd", return_lse=False,
+              cu_seqlens=None, window=None):
+    """Exact attention over the sequence split across `group`'s ranks.
+
+    q: [batch, local_seq, heads, head_dim] (layout "bshd") or [local_seq, batch, heads, head_dim]
+    ("sbhd"); k, v: the same with kv_heads (dividing heads). Each rank passes the tokens the
+    schedule's layout gives it (distattn.shard). Returns o, shaped like q, and with
+    return_lse=True also the log-sum-exp [batch, heads, local_seq] (fp32; fp64 for fp64 inputs;
+    not differentiable). scale: None for 1/sqrt(head_dim). Collective over the group."""
+    if cu_seqlens is not None or window is not None:
+        raise NotImplementedError("distattn.attention: cu_seqlens and window are not supported yet "
+                                  "(document masks and windows come with issue #37)")
+    if layout == "thd":
+        raise NotImplementedError("distattn.attention: layout 'thd' needs cu_seqlens (issue #37)")
+    if layout not in LAYOUTS:
+        raise ValueError(f"distattn.attention: layout: '{layout}' is not one of {', '.join(LAYOUTS)}")
+    _check_tensors(q, k, v, layout)
+    if layout == "sbhd":
+        q, k, v = (t.transpose(0, 1) for t in (q, k, v))
+    b, s, h, d = q.shape
+    if k.shape[0] != b or k.shape[1] != s or k.shape[3] != d:
+        raise ValueError(f"distattn.attention: k: shape {tuple(k.shape)} does not go with q's {tuple(q.shape)} "
+                         f"(batch, local_seq and head_dim must agree; layout bshd)")
+    if k.shape[2] < 1 or h % k.shape[2] != 0:
+        raise ValueError(f"distattn.attention: k: {k.shape[2]} kv heads do not divide q's {h} heads")
+    if scale is None:
+        scale = 0.0
+    elif not isinstance(scale, (int, float)) or not scale > 0 or scale == float("inf"):
+        raise ValueError(f"distattn.attention: scale: expected None or a positive finite number, got {scale!r}")
+    kind = resolve_schedule(schedule, causal, s)
+    comm = _comm.get(group)
+    o, lse = _ops.attention_op(q, k, v, comm.id, kind, bool(causal), float(scale))
+    if layout == "sbhd":
+        o = o.transpose(0, 1)
+    return (o, lse.detach()) if return_lse else o
+
+
+class DistributedAttention(torch.nn.Module):
+    """distattn.attention as a module: forward(q, k, v) with the options given here (shapes
+    are per call)."""
+
+    def __init__(self, group=None, schedule="auto", causal=True, scale=None, layout="bshd"):
+        super().__init__()
+        self.group, self.schedule, self.causal, self.scale, self.layout = group, schedule, causal, scale, layout
+
+    def forward(self, q, k, v, return_lse=False):
+        return attention(q, k, v, group=self.group, schedule=self.schedule, causal=self.causal, scale=self.scale,
+                         layout=self.layout, return_lse=return_lse)
+
+    def extra_repr(self):
+        return f"schedule={self.schedule!r}, causal={self.causal}, scale={self.scale}, layout={self.layout!r}"
+
+
+def token_positions(seq_len, group=None, schedule="auto", causal=True, rank=None, heads=None, kv_heads=None):
+    """Global positions (int64 CPU tensor of seq_len / ranks entries) of the tokens `rank` (default:
+    this rank) holds in the layout of `schedule`: the position ids for RoPE, and what shard and
+    unshard use. Asks the C ABI (distattn_attention_positions) of a small executor of the
+    schedule, made collectively on first use. heads/kv_heads matter to "hybrid" only (default:
+    the number of ranks)."""
+    comm = _comm.get(group)
+    if not isinstance(seq_len, int) or seq_len <= 0 or seq_len % comm.size:
+        raise ValueError(f"distattn: seq_len: {seq_len!r} is not a positive multiple of the group's "
+                         f"{comm.size} ranks")
+    local = seq_len // comm.size
+    kind = resolve_schedule(schedule, causal, local)
+    heads = heads or comm.size
+    kv_heads = kv_heads or heads
+    L = _lib.lib()
+    dtype = next(d for d, c in _ops.DTYPES.items() if L.distattn_has_dtype(c))
+    e = _ops.executor(comm.id, kind, dtype, 1, local, heads, kv_heads, 8, bool(causal), 0.0)
+    return e.positions(comm.rank if rank is None else rank)
+
+
+def shard(x, group=None, schedule="auto", causal=True, seq_dim=1, heads=None, kv_heads=None):
+    """(this rank's part of the global tensor x along seq_dim, its position ids). Collective."""
+    pos = token_positions(x.shape[seq_dim], group, schedule, causal, heads=heads, kv_heads=kv_heads)
+    return x.index_select(seq_dim, pos.to(x.device)), pos
+
+
+def unshard(x_local, group=None, schedule="auto", causal=True, seq_dim=1, heads=None, kv_heads=None):
+    """The global tensor from every rank's part (the inverse of shard). Collective; not
+    differentiable."""
+    comm = _comm.get(group)
+    n = comm.size
+    seq_len = x_local.shape[seq_dim] * n
+    pos = torch.cat([token_positions(seq_len, group, schedule, causal, rank=r, heads=heads, kv_heads=kv_heads)
+                     for r in range(n)])
+    x_local = x_local.detach().contiguous()
+    if comm.mpi_comm is not None:
+        import numpy as np
+        a = x_local.cpu().numpy()
+        buf = np.empty((n,) + a.shape, dtype=a.dtype)
+        comm.mpi_comm.Allgather(a, buf)
+        parts = list(torch.from_numpy(buf).to(x_local.device).unbind(0))
+    else:
+        import torch.distributed as dist
+        parts = [torch.empty_like(x_local) for _ in range(n)]
+        dist.all_gather(parts, x_local, group=comm.group)
+    shape = list(x_local.shape)
+    shape[seq_dim] = seq_len
+    out = x_local.new_empty(shape)
+    out.index_copy_(seq_dim, pos.to(x_local.device), torch.cat(parts, dim=seq_dim))
+    return out

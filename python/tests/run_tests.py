@@ -1,0 +1,326 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""Tests of the distattn package (issue #38), one rank or several under mpiexec:
+
+    mpiexec -n 2 python3 python/tests/run_tests.py [NAME...]
+
+Every rank runs every test collectively (same order). Exit status: 0 all passed; 1 a test
+failed (the failing rank aborts the job, so no rank waits on a dead peer); 77 torch or mpi4py
+is missing (ctest counts it as skipped). Tests that need a newer torch than the one installed
+report it and count as passed-with-a-skip-line, never 77. Inputs are fresh random numbers on
+every run (the seed is printed to reproduce: DISTATTN_TEST_SEED)."""
+import math
+import os
+import sys
+import time
+import traceback
+
+try:
+    import torch
+    from mpi4py import MPI
+except ImportError as e:
+    print(f"SKIP: the distattn package tests need torch and mpi4py ({e})", flush=True)
+    sys.exit(77)
+
+import distattn
+from distattn import _ops
+
+COMM = MPI.COMM_WORLD
+RANK, P = COMM.Get_rank(), COMM.Get_size()
+torch.set_num_threads(1)
+SEED = COMM.bcast(int(os.environ.get("DISTATTN_TEST_SEED", time.time_ns() % 2**31)), root=0)
+GEN = torch.Generator().manual_seed(SEED)
+
+
+def rand(*shape, dtype=torch.float64):
+    """The same global random tensor on every rank (one generator, advanced alike)."""
+    return torch.randn(*shape, generator=GEN, dtype=torch.float64).to(dtype)
+
+
+def reference(q, k, v, causal=True, scale=None):
+    """Plain softmax(q k^T * scale) v in float64 on global [b, S, h, d] tensors, with lse."""
+    q, k, v = (t.to(torch.float64) for t in (q, k, v))
+    h, hk, d = q.shape[2], k.shape[2], q.shape[3]
+    k, v = (t.repeat_interleave(h // hk, dim=2) for t in (k, v))
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale or 1.0 / math.sqrt(d))
+    if causal:
+        S = q.shape[1]
+        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), v), lse
+
+
+def reference_grads(q, k, v, do, causal=True, scale=None):
+    q, k, v = (t.detach().to(torch.float64).requires_grad_() for t in (q, k, v))
+    o, lse = reference(q, k, v, causal, scale)
+    o.backward(do.to(torch.float64))
+    return o.detach(), lse.detach(), q.grad, k.grad, v.grad
+
+
+def close(name, got, want, tol):
+    err = (got.to(torch.float64) - want).abs().max().item()
+    ref = want.abs().max().item()
+    assert err <= tol * max(ref, 1.0), f"{name}: max error {err:.3e} > {tol:.1e} (max |ref| {ref:.3e})"
+    return err
+
+
+def expect_error(kinds, words, fn):
+    try:
+        fn()
+    except kinds as e:
+        msg = str(e)
+        for w in words:
+            assert w in msg, f"error message {msg!r} does not name {w!r}"
+        return msg
+    raise AssertionError(f"no {kinds} raised (expected one naming {words})")
+
+
+SCHEDULES_CAUSAL = ["zigzag", "ulysses", "balanced", "ring", "grid2d-o", "grid2d-no", "hybrid", "auto"]
+SCHEDULES_FULL = ["zigzag", "ulysses", "grid2d-o", "grid2d-no"]
+
+
+def run_case(schedule, causal, dtype, b=2, S=None, h=4, hk=2, d=8, scale=None, layout="bshd"):
+    """Distributed forward and backward against the float64 reference on fresh inputs."""
+    S = S or 8 * P
+    q, k, v, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
+    o_ref, lse_ref, dq_ref, dk_ref, dv_ref = reference_grads(q, k, v, do, causal, scale)
+    sh = lambda x: distattn.shard(x.to(dtype), schedule=schedule, causal=causal, heads=h, kv_heads=hk)[0]
+    ql, kl, vl, dol = (sh(t).requires_grad_() for t in (q, k, v)), None, None, sh(do)
+    ql, kl, vl = ql
+    args = (ql, kl, vl)
+    if layout == "sbhd":
+        args = tuple(t.detach().transpose(0, 1).contiguous().requires_grad_() for t in args)
+    o, lse = distattn.attention(*args, schedule=schedule, causal=causal, scale=scale, layout=layout,
+                                return_lse=True)
+    if layout == "sbhd":
+        o.backward(dol.transpose(0, 1))
+        o = o.transpose(0, 1)
+        grads = [t.grad.transpose(0, 1) for t in args]
+    else:
+        o.backward(dol)
+        grads = [t.grad for t in args]
+    tol = 1e-10 if dtype == torch.float64 else 2e-5
+    un = lambda x: distattn.unshard(x, schedule=schedule, causal=causal, heads=h, kv_heads=hk)
+    errs = [close("o", un(o), o_ref, tol)]
+    errs.append(close("lse", un(lse.transpose(1, 2)).transpose(1, 2), lse_ref, tol))
+    for name, g, ref in zip(("dq", "dk", "dv"), grads, (dq_ref, dk_ref, dv_ref)):
+        errs.append(close(name, un(g), ref, tol * 10))
+    return max(errs)
+
+
+# ---- tests -------------------------------------------------------------------------------
+
+def test_reference_every_schedule():
+    """fp64 and fp32, causal and full, every executor with fresh inputs; GQA (4 heads, 2 kv)."""
+    lines = []
+    for dtype in (torch.float64, torch.float32):
+        for causal, scheds in ((True, SCHEDULES_CAUSAL), (False, SCHEDULES_FULL)):
+            for s in scheds:
+                err = run_case(s, causal, dtype)
+                lines.append(f"{s}/{'causal' if causal else 'full'}/{str(dtype)[6:]}: {err:.1e}")
+    return "max error " + ", ".join(lines)
+
+
+def test_layout_scale_shapes():
+    """sbhd layout, an explicit scale, and shapes changing from call to call (executors cached)."""
+    run_case("zigzag", True, torch.float64, layout="sbhd")
+    run_case("ulysses", True, torch.float64, scale=0.3)
+    for b, S, h, hk, d in ((1, 4 * P, 2, 2, 4), (3, 12 * P, 6, 2, 16), (1, 4 * P, 2, 2, 4)):
+        run_case("zigzag", True, torch.float64, b=b, S=S, h=h, hk=hk, d=d)
+        run_case("ulysses", True, torch.float64, b=b, S=S, h=2 * P, hk=P, d=d)
+    return f"{len(_ops._executors)} executors cached"
+
+
+def test_gradcheck():
+    """torch.autograd.gradcheck in fp64 on small shapes (zigzag and Ulysses; 1 rank)."""
+    if P != 1:
+        return "SKIP: gradcheck runs on 1 rank"
+    for schedule in ("zigzag", "ulysses", "grid2d-o"):
+        for causal in (True, False):
+            q = rand(1, 4, 2, 3).requires_grad_()
+            k, v = rand(1, 4, 1, 3).requires_grad_(), rand(1, 4, 1, 3).requires_grad_()
+            fn = lambda q, k, v: distattn.attention(q, k, v, schedule=schedule, causal=causal)
+            assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-6, atol=1e-8, rtol=1e-6)
+    return "zigzag, ulysses, grid2d-o; causal and full"
+
+
+def test_stale_saved_inputs():
+    """Same storage, new values: backward must use them (issue #35, item 1). Executor E's forward
+    saves state for q, k, v; new values are written into the same tensors, o and lse for them come
+    from another executor (explicit scale: another cache key), and E's backward must give the
+    gradients of the new values. Once with a torch-visible write (the package invalidates), once
+    through .data (version counter unchanged: the C ABI's fingerprint catches it)."""
+    b, S, h, hk, d = 1, 8 * P, 2 * P, P, 8
+    for schedule in ("ulysses", "grid2d-o", "hybrid", "zigzag"):
+        for via_data in (False, True):
+            sh = lambda x: distattn.shard(x, schedule=schedule, heads=h, kv_heads=hk)[0].contiguous()
+            q1, k1, v1 = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d)
+            q2, k2, v2, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
+            ql, kl, vl = sh(q1), sh(k1), sh(v1)
+            comm = distattn._comm.get(None).id
+            _ops.fwd_impl(ql, kl, vl, comm, schedule, True, 0.0)  # E saves state for values 1
+            for t, new in ((ql, q2), (kl, k2), (vl, v2)):
+                (t.data if via_data else t).copy_(sh(new))
+            o2, lse2 = _ops.fwd_impl(ql.clone(), kl.clone(), vl.clone(), comm, schedule, True,
+                                     1.0 / math.sqrt(d))
+            dq, dk, dv = _ops.bwd_impl(sh(do), ql, kl, vl, o2, lse2, comm, schedule, True, 0.0)
+            _, _, dq_ref, dk_ref, dv_ref = reference_grads(q2, k2, v2, do)
+            un = lambda x: distattn.unshard(x, schedule=schedule, heads=h, kv_heads=hk)
+            for name, g, ref in (("dq", dq, dq_ref), ("dk", dk, dk_ref), ("dv", dv, dv_ref)):
+                close(f"{schedule} {'.data' if via_data else 'copy_'} {name}", un(g), ref, 1e-9)
+    return "ulysses, grid2d-o, hybrid, zigzag; copy_ and .data writes"
+
+
+def test_shared_executor_two_layers():
+    """Two attention calls of one shape (one cached executor) in one graph, then backward:
+    the first call's backward must not use the second's saved state."""
+    b, S, h, hk, d = 1, 8 * P, 2 * P, P, 8
+    for schedule in ("ulysses", "grid2d-o"):
+        sh = lambda x: distattn.shard(x, schedule=schedule, heads=h, kv_heads=hk)[0]
+        qs = [rand(b, S, h, d) for _ in range(2)]
+        ks = [rand(b, S, hk, d) for _ in range(2)]
+        vs = [rand(b, S, hk, d) for _ in range(2)]
+        do = rand(b, S, h, d)
+        ins = [[sh(t).requires_grad_() for t in (qs[i], ks[i], vs[i])] for i in range(2)]
+        o = sum(distattn.attention(*ins[i], schedule=schedule) for i in range(2))
+        o.backward(sh(do))
+        un = lambda x: distattn.unshard(x, schedule=schedule, heads=h, kv_heads=hk)
+        for i in range(2):
+            refs = reference_grads(qs[i], ks[i], vs[i], do)[2:]
+            for name, t, ref in zip(("dq", "dk", "dv"), ins[i], refs):
+                close(f"{schedule} layer {i} {name}", un(t.grad), ref, 1e-9)
+    return "ulysses, grid2d-o"
+
+
+def test_bad_input():
+    """Wrong dtype, shape, layout, schedule, options: Python exceptions naming the problem."""
+    q, k = torch.zeros(1, 8, 2, 4, dtype=torch.float64), torch.zeros(1, 8, 1, 4, dtype=torch.float64)
+    A = distattn.attention
+    expect_error(TypeError, ["q", "int64", "float64"], lambda: A(q.long(), k, k))
+    expect_error(TypeError, ["k", "float16"], lambda: A(q, k.half(), k))
+    expect_error(TypeError, ["one dtype"], lambda: A(q, k.float(), k))
+    expect_error(ValueError, ["q", "4 dimensions", "(1, 8, 8)"], lambda: A(q.reshape(1, 8, 8), k, k))
+    expect_error(ValueError, ["k", "kv heads", "3"], lambda: A(q, torch.zeros(1, 8, 3, 4, dtype=q.dtype),
+                                                                torch.zeros(1, 8, 3, 4, dtype=q.dtype)))
+    expect_error(ValueError, ["k and v", "one shape"], lambda: A(q, k, torch.zeros(1, 8, 1, 5, dtype=q.dtype)))
+    expect_error(ValueError, ["k", "head_dim"], lambda: A(q, torch.zeros(1, 8, 1, 5, dtype=q.dtype),
+                                                          torch.zeros(1, 8, 1, 5, dtype=q.dtype)))
+    expect_error(ValueError, ["schedule", "ringg"], lambda: A(q, k, k, schedule="ringg"))
+    expect_error(ValueError, ["layout", "bhsd"], lambda: A(q, k, k, layout="bhsd"))
+    expect_error(ValueError, ["scale"], lambda: A(q, k, k, scale=-1.0))
+    expect_error(NotImplementedError, ["cu_seqlens", "#37"], lambda: A(q, k, k, cu_seqlens=torch.zeros(2)))
+    expect_error(NotImplementedError, ["thd", "#37"], lambda: A(q, k, k, layout="thd"))
+    expect_error(TypeError, ["v", "torch.Tensor"], lambda: A(q, k, [1.0]))
+    # Causal-only schedules asked for full attention, and odd local_seq for zigzag: the C ABI
+    # refuses on every rank, as DistAttnInvalidArgument (a ValueError).
+    expect_error(distattn.DistAttnInvalidArgument, ["causal"], lambda: A(q, k, k, schedule="balanced",
+                                                                           causal=False))
+    q7, k7 = torch.zeros(1, 7, 2, 4, dtype=torch.float64), torch.zeros(1, 7, 1, 4, dtype=torch.float64)
+    expect_error(distattn.DistAttnInvalidArgument, ["local_seq"], lambda: A(q7, k7, k7, schedule="zigzag"))
+    if P > 1:
+        # Ranks disagreeing on the shape: the executor's creation fails on every rank, naming it.
+        qr = torch.zeros(1, 8 + 2 * RANK, 2, 4, dtype=torch.float64)
+        kr = torch.zeros(1, 8 + 2 * RANK, 1, 4, dtype=torch.float64)
+        expect_error(distattn.DistAttnError, ["local_seq"], lambda: A(qr, kr, kr, schedule="zigzag"))
+    # and the package still works afterwards
+    run_case("zigzag", True, torch.float64)
+    return "13 local checks, C ABI errors on every rank"
+
+
+def test_fake_and_module():
+    """Fake (meta) implementations give the output shapes; the nn.Module; shard/unshard round trip
+    and the position ids cover the sequence once."""
+    q = torch.empty(2, 6, 4, 8, device="meta", dtype=torch.float32)
+    k = torch.empty(2, 6, 2, 8, device="meta", dtype=torch.float32)
+    o, lse = torch.ops.distattn.attention_fwd(q, k, k, 1, "zigzag", True, 0.0)
+    assert o.shape == q.shape and o.device.type == "meta" and lse.shape == (2, 4, 6) and lse.dtype == torch.float32
+    dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, 1, "zigzag", True, 0.0)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
+    m = distattn.DistributedAttention(schedule="zigzag")
+    S = 8 * P
+    x = rand(2, S, 4, 8)
+    for s in SCHEDULES_CAUSAL:
+        xl, pos = distattn.shard(x, schedule=s)
+        allpos = torch.cat(COMM.allgather(pos))
+        assert sorted(allpos.tolist()) == list(range(S)), f"{s}: positions {allpos.tolist()}"
+        assert torch.equal(distattn.unshard(xl, schedule=s), x), s
+    q, k, v = (distattn.shard(rand(2, S, 4, 8), schedule="zigzag")[0] for _ in range(3))
+    assert torch.equal(m(q, k, v), distattn.attention(q, k, v, schedule="zigzag"))
+    return f"{'custom_op' if distattn.USE_CUSTOM_OP else 'Library + autograd.Function'} path, torch {torch.__version__}"
+
+
+def test_custom_op_path():
+    """torch >= 2.4: torch.library.opcheck of both ops (fake, autograd registration)."""
+    if not distattn.USE_CUSTOM_OP:
+        return f"SKIP: needs torch >= 2.4 (torch.library.custom_op), have {torch.__version__}"
+    q = distattn.shard(rand(1, 8 * P, 2, 4), schedule="zigzag")[0].requires_grad_()
+    k = distattn.shard(rand(1, 8 * P, 1, 4), schedule="zigzag")[0].requires_grad_()
+    comm = distattn._comm.get(None).id
+    torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, k, comm, "zigzag", True, 0.0),
+                          test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+    return "opcheck passed"
+
+
+def test_torch_group():
+    """The caller's torch.distributed group (gloo) becomes an MPI sub-communicator: torch ranks in
+    the reverse order of MPI's, the default group, an explicit group, and one-rank groups."""
+    import torch.distributed as dist
+    port = COMM.bcast(29500 + SEED % 2000, root=0)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=P - 1 - RANK, world_size=P)
+    try:
+        trank = dist.get_rank()
+        singles = [dist.new_group([r]) for r in range(P)]
+        everyone = dist.new_group(list(range(P)))
+        b, S, h, hk, d = 1, 8 * P, 2, 1, 8
+        q, k, v, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
+        o_ref, _, dq_ref, _, _ = reference_grads(q, k, v, do)
+        for group in (None, everyone):
+            for s in ("zigzag", "ulysses"):
+                ql, pos = distattn.shard(q, group, schedule=s)
+                kl, vl, dol = (distattn.shard(t, group, schedule=s)[0] for t in (k, v, do))
+                ql.requires_grad_()
+                o = distattn.attention(ql, kl, vl, group=group, schedule=s)
+                o.backward(dol)
+                assert torch.equal(distattn.token_positions(S, group, schedule=s, rank=trank), pos)
+                close(f"{s} o", distattn.unshard(o, group, schedule=s), o_ref, 1e-10)
+                close(f"{s} dq", distattn.unshard(ql.grad, group, schedule=s), dq_ref, 1e-9)
+        # a one-rank group: this rank alone, over its local sequence
+        mine = singles[trank]
+        ql, kl, vl = q[:, :8].clone(), k[:, :8].clone(), v[:, :8].clone()
+        o = distattn.attention(ql, kl, vl, group=mine, schedule="zigzag")
+        close("one-rank group o", o, reference(ql, kl, vl)[0], 1e-10)
+        c = distattn._comm.get(None)
+        assert c.size == P and c.rank == trank, (c.size, c.rank, trank)
+    finally:
+        dist.destroy_process_group()
+    return f"torch rank {trank} = MPI rank {RANK}"
+
+
+TESTS = [test_bad_input, test_fake_and_module, test_reference_every_schedule, test_layout_scale_shapes,
+         test_gradcheck, test_stale_saved_inputs, test_shared_executor_two_layers, test_custom_op_path,
+         test_torch_group]
+
+
+def main():
+    names = sys.argv[1:]
+    if RANK == 0:
+        print(f"distattn {distattn.library_version()}, torch {torch.__version__}, {P} rank(s), seed {SEED}",
+              flush=True)
+    for t in TESTS:
+        if names and t.__name__ not in names:
+            continue
+        t0 = time.time()
+        try:
+            note = t()
+        except Exception:
+            print(f"[rank {RANK}] FAIL {t.__name__} (seed {SEED}):\n{traceback.format_exc()}", flush=True)
+            COMM.Abort(1)
+        COMM.Barrier()
+        if RANK == 0:
+            print(f"PASS {t.__name__} ({time.time() - t0:.1f} s){': ' + note if note else ''}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
