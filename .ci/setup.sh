@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 # Installs what a fresh Debian 12 machine lacks to build DistAttn on the CPU
 # (Kokkos 3.4.01 + Kokkos Kernels from Debian, OpenBLAS, Open MPI, GoogleTest,
-# CLI11, nlohmann-json, CMake; matplotlib for the plot test), then configures and
+# CLI11, nlohmann-json, CMake; matplotlib for the plot test; torch, mpi4py and pip for the
+# Python package's tests, python/), then configures and
 # builds into ${BUILD_DIR:-build}. Sourced by main.sh/test.sh. OpenBLAS replaces
 # Debian's reference BLAS (through the libblas.so.3 alternative) under Kokkos
 # Kernels, which the CPU tiles call for their products: 7-45x faster than the
@@ -10,7 +11,7 @@
 set -euo pipefail
 
 need=()
-for pkg in cmake g++ make libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev libopenmpi-dev openmpi-bin libgtest-dev libcli11-dev nlohmann-json3-dev python3-matplotlib; do
+for pkg in cmake g++ make libtrilinos-kokkos-dev libtrilinos-kokkos-kernels-dev libopenblas-dev libopenmpi-dev openmpi-bin libgtest-dev libcli11-dev nlohmann-json3-dev python3-matplotlib python3-torch python3-mpi4py python3-pip; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
