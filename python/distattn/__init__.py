@@ -39,16 +39,16 @@ def resolve_schedule(schedule, causal, local_seq):
 
 
 def _check_tensors(q, k, v, layout):
-    L = _lib.lib()
-    cuda_build = bool(L.distattn_is_cuda_build())
+    info = _lib.info()
+    cuda_build = info["cuda"]
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"distattn.attention: {name}: expected a torch.Tensor, got {type(t).__name__}")
         if t.dim() != 4:
             raise ValueError(f"distattn.attention: {name}: expected 4 dimensions ({layout}), got shape "
                              f"{tuple(t.shape)}")
-        if t.dtype not in _ops.DTYPES or not L.distattn_has_dtype(_ops.DTYPES[t.dtype]):
-            ok = [str(d).replace("torch.", "") for d, c in _ops.DTYPES.items() if L.distattn_has_dtype(c)]
+        if _ops.DTYPES.get(t.dtype) not in info["dtypes"]:
+            ok = [str(d).replace("torch.", "") for d, c in _ops.DTYPES.items() if c in info["dtypes"]]
             raise TypeError(f"distattn.attention: {name}: dtype {str(t.dtype).replace('torch.', '')} is not "
                             f"supported by this DistAttn build (supported: {', '.join(ok)})")
         if t.device.type != "meta" and (t.device.type == "cuda") != cuda_build:
@@ -132,8 +132,7 @@ def token_positions(seq_len, group=None, schedule="auto", causal=True, rank=None
     kind = resolve_schedule(schedule, causal, local)
     heads = heads or comm.size
     kv_heads = kv_heads or heads
-    L = _lib.lib()
-    dtype = next(d for d, c in _ops.DTYPES.items() if L.distattn_has_dtype(c))
+    dtype = next(d for d, c in _ops.DTYPES.items() if c in _lib.info()["dtypes"])
     e = _ops.executor(comm.id, kind, dtype, 1, local, heads, kv_heads, 8, bool(causal), 0.0)
     return e.positions(comm.rank if rank is None else rank)
 

@@ -72,9 +72,9 @@ def get(group=None):
     """The communicator of `group` (a torch.distributed ProcessGroup, or None: the default
     group, or MPI_COMM_WORLD when torch.distributed is not initialized). Collective over the
     group the first time it is seen."""
-    L = _lib.lib()
+    cuda = _lib.info()["cuda"]
     if group is None and not _torch_dist_ready():
-        if L.distattn_is_cuda_build():
+        if cuda:
             raise RuntimeError("distattn: on CUDA builds pass a torch.distributed group or initialize "
                                "torch.distributed (the NCCL communicator is derived from it)")
         key = "mpi-world"
@@ -88,7 +88,7 @@ def get(group=None):
         key = group
     c = _by_key.get(key)
     if c is None:
-        c = _make_cuda(group) if L.distattn_is_cuda_build() else _make_mpi(key, group)
+        c = _make_cuda(group) if cuda else _make_mpi(key, group)
         _by_key[key] = c
     return c
 

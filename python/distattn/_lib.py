@@ -42,6 +42,7 @@ class Tensor(ctypes.Structure):
 
 
 _lib = None
+_info = None  # the build's properties as plain Python values (no ctypes call where torch.compile traces)
 _finalized = False
 _closers = []  # called at exit before distattn_finalize (executors first, then communicators)
 
@@ -53,10 +54,20 @@ def library_path():
 
 def lib():
     """The loaded and initialized library (loaded on first use)."""
-    global _lib
+    global _lib, _info
     if _lib is None:
-        _lib = _load(library_path())
+        handle = _load(library_path())
+        _info = {"cuda": bool(handle.distattn_is_cuda_build()),
+                 "dtypes": frozenset(c for c in range(4) if handle.distattn_has_dtype(c))}
+        _lib = handle
     return _lib
+
+
+def info():
+    """{"cuda": CUDA build?, "dtypes": the C ABI dtype codes this build computes in}."""
+    if _info is None:
+        lib()
+    return _info
 
 
 def _load(path):

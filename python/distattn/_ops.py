@@ -116,7 +116,7 @@ def _arg(t):
 
 
 def _stream(device):
-    if _lib.lib().distattn_is_cuda_build():
+    if _lib.info()["cuda"]:
         return ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
     return None
 

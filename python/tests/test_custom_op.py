@@ -1,0 +1,152 @@
+# SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+"""The torch >= 2.4 registration path (torch.library.custom_op, register_fake,
+register_autograd) and torch.compile, with a stand-in for the C ABI: one process, one rank,
+the ops' kernels (distattn._ops.fwd_impl / bwd_impl) replaced by plain torch attention, so
+that this runs wherever torch >= 2.4 is, without libdistattn or MPI. What it checks is the
+package's side: op schemas, fake implementations, autograd registration
+(torch.library.opcheck), gradcheck through the ops, and torch.compile(fullgraph=True) /
+torch._dynamo.explain with no graph break around distattn.attention.
+
+Exit status 0 (and a SKIP line on older torch), 1 on a failure, 77 without torch."""
+import math
+import sys
+
+try:
+    import torch
+except ImportError as e:
+    print(f"SKIP: needs torch ({e})")
+    sys.exit(77)
+
+import distattn
+from distattn import _comm, _lib, _ops
+
+if not distattn.USE_CUSTOM_OP:
+    print(f"SKIP: the custom_op path needs torch >= 2.4 (torch.library.custom_op), have {torch.__version__}")
+    sys.exit(0)
+
+
+def _scores(q, k, causal, scale):
+    h, hk, d = q.shape[2], k.shape[2], q.shape[3]
+    k = k.repeat_interleave(h // hk, dim=2)
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale or 1.0 / math.sqrt(d))
+    if causal:
+        n = q.shape[1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return s
+
+
+def fwd_standin(q, k, v, comm, schedule, causal, scale):
+    s = _scores(q, k, causal, scale)
+    lse = torch.logsumexp(s, dim=-1)
+    vv = v.repeat_interleave(q.shape[2] // v.shape[2], dim=2)
+    o = torch.einsum("bhqk,bkhd->bqhd", torch.exp(s - lse[..., None]), vv)
+    return o.contiguous(), lse.to(_ops.lse_dtype(q.dtype)).contiguous()
+
+
+def bwd_standin(dout, q, k, v, o, lse, comm, schedule, causal, scale):
+    g = q.shape[2] // k.shape[2]
+    sc = scale or 1.0 / math.sqrt(q.shape[3])
+    p = torch.exp(_scores(q, k, causal, scale) - lse[..., None].to(q.dtype))
+    vv, kk = (t.repeat_interleave(g, dim=2) for t in (v, k))
+    dvv = torch.einsum("bhqk,bqhd->bkhd", p, dout)
+    dp = torch.einsum("bqhd,bkhd->bhqk", dout, vv)
+    ds = p * (dp - (dout * o).sum(-1).transpose(1, 2)[..., None])
+    dq = torch.einsum("bhqk,bkhd->bqhd", ds, kk) * sc
+    dkk = torch.einsum("bhqk,bqhd->bkhd", ds, q) * sc
+    fold = lambda t: t.reshape(t.shape[0], t.shape[1], k.shape[2], g, t.shape[3]).sum(3)
+    return dq.contiguous(), fold(dkk).contiguous(), fold(dvv).contiguous()
+
+
+class _Comm:
+    id, rank, size, mpi_comm, group = 1, 0, 1, None, None
+
+
+# the stand-in: no library, no MPI
+_lib._lib, _lib._info = object(), {"cuda": False, "dtypes": frozenset({0, 1})}
+_comm._by_key["mpi-world"] = _comm._by_id[1] = _Comm()
+_ops.fwd_impl, _ops.bwd_impl = fwd_standin, bwd_standin
+
+torch.manual_seed(0)
+failures = []
+
+
+def check(name, fn):
+    try:
+        note = fn()
+        print(f"PASS {name}{': ' + note if note else ''}", flush=True)
+    except Exception as e:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+        failures.append(name)
+        print(f"FAIL {name}: {e}", flush=True)
+
+
+def t_opcheck():
+    q = torch.randn(1, 6, 4, 8, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(1, 6, 2, 8, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 6, 2, 8, dtype=torch.float64, requires_grad=True)
+    torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, v, 1, "zigzag", True, 0.0))
+    o, lse = torch.ops.distattn.attention_fwd(q, k, v, 1, "zigzag", True, 0.0)
+    do = torch.randn_like(o)
+    torch.library.opcheck(torch.ops.distattn.attention_bwd.default,
+                          (do, q.detach(), k.detach(), v.detach(), o.detach(), lse.detach(), 1, "zigzag", True, 0.0))
+    return "attention_fwd and attention_bwd"
+
+
+def t_gradcheck():
+    q = torch.randn(1, 4, 2, 3, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(1, 4, 1, 3, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(1, 4, 1, 3, dtype=torch.float64, requires_grad=True)
+    for causal in (True, False):
+        assert torch.autograd.gradcheck(lambda q, k, v: distattn.attention(q, k, v, causal=causal), (q, k, v))
+
+
+def t_fake():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        q, k = torch.empty(2, 5, 4, 8), torch.empty(2, 5, 2, 8)
+        o, lse = torch.ops.distattn.attention_fwd(q, k, k, 1, "zigzag", True, 0.0)
+        assert o.shape == q.shape and lse.shape == (2, 4, 5) and lse.dtype == torch.float32
+        dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, 1, "zigzag", True, 0.0)
+        assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d=32, h=4, hk=2):
+        super().__init__()
+        self.h, self.hk, self.dh = h, hk, d // h
+        self.wq = torch.nn.Linear(d, d)
+        self.wkv = torch.nn.Linear(d, 2 * hk * self.dh)
+        self.attn = distattn.DistributedAttention(schedule="zigzag")
+        self.wo = torch.nn.Linear(d, d)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.wq(x).view(b, s, self.h, self.dh)
+        k, v = self.wkv(x).view(b, s, 2, self.hk, self.dh).unbind(2)
+        return x + self.wo(self.attn(q, k, v).reshape(b, s, -1))
+
+
+def t_compile():
+    m = Block()
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    ref = m(x)
+    ref.sum().backward()
+    g_ref = x.grad.clone()
+    x.grad = None
+    ex = torch._dynamo.explain(m)(x)
+    assert ex.graph_break_count == 0, f"{ex.graph_break_count} graph breaks: {ex.break_reasons}"
+    cm = torch.compile(m, fullgraph=True)
+    out = cm(x)
+    out.sum().backward()
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(x.grad, g_ref)
+    return f"{ex.graph_count} graph(s), {ex.graph_break_count} graph breaks; compiled forward and backward match eager"
+
+
+check("opcheck", t_opcheck)
+check("gradcheck through the custom ops", t_gradcheck)
+check("fake tensors", t_fake)
+check("torch.compile", t_compile)
+print(f"torch {torch.__version__}: {4 - len(failures)} of 4 passed", flush=True)
+sys.exit(1 if failures else 0)
