@@ -264,15 +264,19 @@ def test_torch_group():
     """The caller's torch.distributed group (gloo) becomes an MPI sub-communicator: torch ranks in
     the reverse order of MPI's, the default group, an explicit group, and one-rank groups."""
     import torch.distributed as dist
-    port = COMM.bcast(29500 + SEED % 2000, root=0)
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=P - 1 - RANK, world_size=P)
+    port = None
+    if RANK == 0:  # a free port of this machine (the ranks of these tests share one machine)
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    port = COMM.bcast(port, root=0)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=P - 1 - RANK, world_size=P)
     try:
         trank = dist.get_rank()
         singles = [dist.new_group([r]) for r in range(P)]
         everyone = dist.new_group(list(range(P)))
-        b, S, h, hk, d = 1, 8 * P, 2, 1, 8
+        b, S, h, hk, d = 1, 8 * P, 2 * P, P, 8
         q, k, v, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
         o_ref, _, dq_ref, _, _ = reference_grads(q, k, v, do)
         for group in (None, everyone):
@@ -285,6 +289,15 @@ def test_torch_group():
                 assert torch.equal(distattn.token_positions(S, group, schedule=s, rank=trank), pos)
                 close(f"{s} o", distattn.unshard(o, group, schedule=s), o_ref, 1e-10)
                 close(f"{s} dq", distattn.unshard(ql.grad, group, schedule=s), dq_ref, 1e-9)
+        # groups of two ranks, torch ranks {0,1}, {2,3}, ... (4 ranks or more): MPI sub-communicators
+        pairs = [dist.new_group([2 * i, 2 * i + 1]) for i in range(P // 2)]
+        if P >= 4:
+            pair = pairs[trank // 2]
+            q2, k2, v2 = rand(1, 16, 4, 8), rand(1, 16, 2, 8), rand(1, 16, 2, 8)
+            for s in ("zigzag", "ulysses"):
+                parts = [distattn.shard(t, pair, schedule=s)[0] for t in (q2, k2, v2)]
+                o = distattn.attention(*parts, group=pair, schedule=s)
+                close(f"pair group {s} o", distattn.unshard(o, pair, schedule=s), reference(q2, k2, v2)[0], 1e-10)
         # a one-rank group: this rank alone, over its local sequence
         mine = singles[trank]
         ql, kl, vl = q[:, :8].clone(), k[:, :8].clone(), v[:, :8].clone()
