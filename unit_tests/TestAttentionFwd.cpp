@@ -116,7 +116,7 @@ TYPED_TEST(AttentionFwd, SplitAndMergeInRandomOrder) {
   const Shape s{2, 45, 77, 4, 2, 64};
   auto in = make_inputs<T>(s);
   std::mt19937 gen(unsigned(in.seed));
-  for (const Mask base : {Mask::none(), Mask::causal({40, 1}, {0, 1})}) {
+  for (const Mask& base : {Mask::none(), Mask::causal({40, 1}, {0, 1})}) {
     const int pieces = 2 + int(gen() % 5);
     std::vector<int> cuts{0, s.Sk};
     while (int(cuts.size()) < pieces + 1) cuts.push_back(1 + int(gen() % (s.Sk - 1)));

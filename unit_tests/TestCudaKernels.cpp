@@ -413,7 +413,7 @@ TYPED_TEST(CudaKernels, ForwardSplitUpdatesFoldIntoOneState) {
     const Shape s{2, 150, 333, 4, 2, D};
     auto in = make_inputs<T>(s);
     std::mt19937 gen(unsigned(in.seed));
-    for (const Mask base : {Mask::none(), Mask::causal({200, 1}, {0, 1})}) {
+    for (const Mask& base : {Mask::none(), Mask::causal({200, 1}, {0, 1})}) {
       std::vector<int> cuts{0, s.Sk, 1 + int(gen() % (s.Sk - 1)), 1 + int(gen() % (s.Sk - 1))};
       std::sort(cuts.begin(), cuts.end());
       std::vector<int> order{0, 1, 2};

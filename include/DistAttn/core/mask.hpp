@@ -68,34 +68,142 @@ inline std::int64_t floor_sum(std::int64_t n, std::int64_t m, std::int64_t a, st
   }
   return ans;
 }
+/// floor(x / y) for y > 0 and any sign of x.
+KOKKOS_INLINE_FUNCTION constexpr std::int64_t floor_div(std::int64_t x, std::int64_t y) {
+  return x >= 0 ? x / y : -((-x + y - 1) / y);
+}
 /// ceil(x / y) for y > 0 and any sign of x.
 KOKKOS_INLINE_FUNCTION constexpr std::int64_t ceil_div(std::int64_t x, std::int64_t y) {
   return x >= 0 ? (x + y - 1) / y : -((-x) / y);
 }
 }  // namespace Impl
 
-/// Causal allows (i, j) iff q(i) >= k(j); None allows every pair.
+/// Far beyond any position yet small enough that position +- it never overflows.
+inline constexpr std::int64_t kUnboundedSpan = std::int64_t(1) << 60;
+
+/// A key window in tokens: the query at position p may see keys at positions
+/// [p - left, p + right]. Causal attention clips right to 0, so the causal sliding
+/// window of width W is {W, 0} on a causal mask and a local bidirectional window is
+/// {L, R} on an unmasked one.
+struct Window {
+  std::int64_t left  = kUnboundedSpan;
+  std::int64_t right = kUnboundedSpan;
+  KOKKOS_INLINE_FUNCTION constexpr bool bounded() const { return left < kUnboundedSpan || right < kUnboundedSpan; }
+};
+
+/// Packed documents: document d holds positions [offsets[d], offsets[d+1]), and a
+/// query sees keys of its own document only. The offsets (count + 1 of them,
+/// sorted, the first 0) are not owned: the pointer must be readable where the
+/// mask is asked, so a kernel's mask points into device memory and a schedule's
+/// into host memory. count == 0 means one unbounded document.
+struct Documents {
+  const std::int64_t* offsets = nullptr;
+  int count                   = 0;
+
+  KOKKOS_INLINE_FUNCTION constexpr bool any() const { return count > 0; }
+  /// The document holding position p; positions before the first document belong
+  /// to the first and after the last to the last, so every position has one.
+  KOKKOS_INLINE_FUNCTION int of(std::int64_t p) const {
+    int lo = 0, hi = count - 1;  // the last d with offsets[d] <= p, or 0
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (offsets[mid] <= p) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+  /// First position of p's document (-unbounded for the first document or none).
+  KOKKOS_INLINE_FUNCTION std::int64_t begin_of(std::int64_t p) const {
+    if (count == 0) return -kUnboundedSpan;
+    const int d = of(p);
+    return d == 0 ? -kUnboundedSpan : offsets[d];
+  }
+  /// One past the last position of p's document (+unbounded for the last or none).
+  KOKKOS_INLINE_FUNCTION std::int64_t end_of(std::int64_t p) const {
+    if (count == 0) return kUnboundedSpan;
+    const int d = of(p);
+    return d == count - 1 ? kUnboundedSpan : offsets[d + 1];
+  }
+};
+
+/// The allowed (query, key) pairs: causal or not, an optional key window, optional
+/// documents, on positions given by q and k. For every query position p the keys
+/// it may see form one interval of positions, [key_lo(p), key_hi(p)], and both
+/// ends grow with p; every query below rests on that.
 struct Mask {
   MaskKind kind = MaskKind::None;
   PositionMap q{};
   PositionMap k{};
+  Window window{};
+  Documents docs{};
 
-  static Mask none() { return Mask{}; }
+  static Mask none(PositionMap qpos = {}, PositionMap kpos = {}) { return Mask{MaskKind::None, qpos, kpos}; }
   static Mask causal(PositionMap qpos = {}, PositionMap kpos = {}) {
     return Mask{MaskKind::Causal, qpos, kpos};
   }
   bool is_causal() const { return kind == MaskKind::Causal; }
+  /// Dense causal or dense full: no window, no documents (the tuned CUDA kernels'
+  /// parameter set, and every path that predates windows and documents).
+  KOKKOS_INLINE_FUNCTION constexpr bool is_dense() const { return !window.bounded() && !docs.any(); }
 
-  KOKKOS_INLINE_FUNCTION bool allowed(std::int64_t i, std::int64_t j) const {
-    return kind == MaskKind::None || q(i) >= k(j);
+  /// The same rule on other position maps (a block of a schedule, a shard of a grid).
+  Mask at(PositionMap qpos, PositionMap kpos) const {
+    Mask m = *this;
+    m.q    = qpos;
+    m.k    = kpos;
+    return m;
+  }
+  Mask with_window(Window w) const {
+    DISTATTN_REQUIRE(w.left >= 0 && w.right >= 0, "DistAttn::Mask::with_window",
+                     "window sides must be >= 0 tokens (left=" << w.left << ", right=" << w.right << ")");
+    Mask m   = *this;
+    m.window = Window{std::min(w.left, kUnboundedSpan), std::min(w.right, kUnboundedSpan)};
+    return m;
+  }
+  Mask with_documents(Documents d) const {
+    DISTATTN_REQUIRE(d.count >= 0 && (d.count == 0 || d.offsets != nullptr), "DistAttn::Mask::with_documents",
+                     "documents need count + 1 offsets (count=" << d.count << ")");
+    Mask m = *this;
+    m.docs = d;
+    return m;
   }
 
-  /// Queries at positions [qmin, qmax] against keys at positions [kmin, kmax].
+  /// How far right of its own position a query may look.
+  KOKKOS_INLINE_FUNCTION constexpr std::int64_t right_span() const {
+    return kind == MaskKind::Causal ? 0 : window.right;
+  }
+  /// The first and last key positions the query at position p may see.
+  KOKKOS_INLINE_FUNCTION std::int64_t key_lo(std::int64_t p) const {
+    const std::int64_t w = p - window.left;
+    if (!docs.any()) return w;
+    const std::int64_t b = docs.begin_of(p);
+    return w > b ? w : b;
+  }
+  KOKKOS_INLINE_FUNCTION std::int64_t key_hi(std::int64_t p) const {
+    const std::int64_t w = p + right_span();
+    if (!docs.any()) return w;
+    const std::int64_t e = docs.end_of(p) - 1;
+    return w < e ? w : e;
+  }
+  /// Key positions [lo, hi) the query at position p may see.
+  KOKKOS_INLINE_FUNCTION Kokkos::pair<std::int64_t, std::int64_t> key_range(std::int64_t p) const {
+    return {key_lo(p), key_hi(p) + 1};
+  }
+
+  KOKKOS_INLINE_FUNCTION bool allowed(std::int64_t i, std::int64_t j) const {
+    if (kind == MaskKind::None && is_dense()) return true;
+    const std::int64_t p = q(i), kp = k(j);
+    return kp >= key_lo(p) && kp <= key_hi(p);
+  }
+
+  /// Queries at positions [qmin, qmax] against keys at positions [kmin, kmax]:
+  /// Full and Skip are exact; Partial may hold no allowed pair when positions are
+  /// strided and a window or document boundary falls between them.
   KOKKOS_INLINE_FUNCTION Relation relation_of_positions(std::int64_t qmin, std::int64_t qmax, std::int64_t kmin,
                                                         std::int64_t kmax) const {
-    if (kind == MaskKind::None) return Relation::Full;
-    if (qmax < kmin) return Relation::Skip;
-    return qmin >= kmax ? Relation::Full : Relation::Partial;
+    if (kind == MaskKind::None && is_dense()) return Relation::Full;
+    if (kmax < key_lo(qmin) || kmin > key_hi(qmax)) return Relation::Skip;
+    return (kmin >= key_lo(qmax) && kmax <= key_hi(qmin)) ? Relation::Full : Relation::Partial;
   }
   /// Query rows [i0, i1) against key rows [j0, j1), both non-empty.
   KOKKOS_INLINE_FUNCTION Relation relation(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
@@ -105,42 +213,88 @@ struct Mask {
   /// The key rows (of nk) that some query at a position in [qmin, qmax] may see:
   /// a kernel walks their tiles (RowRange::tiles) and skips the rest.
   KOKKOS_INLINE_FUNCTION RowRange key_rows(std::int64_t qmin, std::int64_t qmax, int nk) const {
-    (void)qmin;
-    if (kind == MaskKind::None) return {0, nk};
-    if (qmax < k.offset) return {0, 0};
-    const std::int64_t last = (qmax - k.offset) / k.stride + 1;
-    return {0, int(last < nk ? last : nk)};
+    if (kind == MaskKind::None && is_dense()) return {0, nk};
+    return rows_between(k, key_lo(qmin), key_hi(qmax), nk);
   }
-  /// The query rows (of nq) that may see some key at a position in [kmin, kmax].
+  /// The query rows (of nq) that may see some key at a position in [kmin, kmax]:
+  /// those whose key interval reaches kmin and starts by kmax.
   KOKKOS_INLINE_FUNCTION RowRange query_rows(std::int64_t kmin, std::int64_t kmax, int nq) const {
-    (void)kmax;
-    if (kind == MaskKind::None) return {0, nq};
-    const std::int64_t first = Impl::ceil_div(kmin - q.offset, q.stride);
-    return {int(first < 0 ? 0 : first < nq ? first : nq), nq};
+    if (kind == MaskKind::None && is_dense()) return {0, nq};
+    std::int64_t lo = kmin - right_span(), hi = kmax + window.left;
+    if (docs.any()) {
+      const std::int64_t b = docs.begin_of(kmin), e = docs.end_of(kmax) - 1;
+      lo = lo > b ? lo : b;
+      hi = hi < e ? hi : e;
+    }
+    return rows_between(q, lo, hi, nq);
+  }
+  /// The key tiles of bn rows that query rows [i0, i1) visit (the tile loop's bounds).
+  KOKKOS_INLINE_FUNCTION RowRange key_tiles(std::int64_t i0, std::int64_t i1, int nk, int bn) const {
+    return key_rows(q(i0), q(i1 - 1), nk).tiles(bn);
   }
 
-  /// Allowed pairs (i < nq, j < nk), in O(log) time: the cost model needs it for
-  /// Attention2D's cyclic blocks at N up to millions and P up to thousands, where
-  /// summing row by row would dominate the ranking.
-  std::int64_t allowed_pairs(std::int64_t nq, std::int64_t nk) const {
-    DISTATTN_REQUIRE(nq >= 0 && nk >= 0, "DistAttn::Mask::allowed_pairs",
-                     "row counts must be >= 0 (nq=" << nq << ", nk=" << nk << ")");
-    DISTATTN_REQUIRE(q.stride >= 1 && k.stride >= 1, "DistAttn::Mask::allowed_pairs",
-                     "strides must be >= 1 (query stride " << q.stride << ", key stride " << k.stride << ")");
-    if (nq == 0 || nk == 0) return 0;
-    if (kind == MaskKind::None) return nq * nk;
-    // Row i keeps floor((q(i) - k.offset) / k.stride) + 1 keys, clamped to [0, nk];
-    // the count grows with i, so rows split into none / some / all ranges.
-    const std::int64_t i0 = std::min(nq, std::max<std::int64_t>(0, Impl::ceil_div(k.offset - q.offset, q.stride)));
-    const std::int64_t i1 =
-        std::min(nq, std::max(i0, Impl::ceil_div((nk - 1) * k.stride + k.offset - q.offset, q.stride)));
-    std::int64_t total = (nq - i1) * nk;
-    if (i1 > i0) {
-      const std::int64_t b = q.stride * i0 + q.offset - k.offset;  // >= 0 by the choice of i0
-      total += Impl::floor_sum(i1 - i0, k.stride, q.stride, b) + (i1 - i0);
-    }
-    return total;
+  /// Allowed pairs (i < nq, j < nk), in O(documents * log) time: the cost model
+  /// needs it for Attention2D's cyclic blocks at N up to millions and P up to
+  /// thousands, where summing row by row would dominate the ranking.
+  std::int64_t allowed_pairs(std::int64_t nq, std::int64_t nk) const;
+
+ private:
+  /// Rows r (of n) with lo <= map(r) <= hi.
+  KOKKOS_INLINE_FUNCTION static RowRange rows_between(PositionMap map, std::int64_t lo, std::int64_t hi, int n) {
+    const std::int64_t first = Impl::ceil_div(lo - map.offset, map.stride);
+    const std::int64_t last  = Impl::floor_div(hi - map.offset, map.stride) + 1;
+    const auto clamp         = [n](std::int64_t x) { return int(x < 0 ? 0 : x > n ? n : x); };
+    const int b = clamp(first), e = clamp(last);
+    return b < e ? RowRange{b, e} : RowRange{e, e};
   }
 };
+
+namespace Impl {
+/// The sum over rows i in [i0, i1) of the number of keys j < nk at a position
+/// k(j) <= a * i + c, for a >= 0: rows where that bound lies below every key add
+/// nothing, rows where it lies past the last key add nk, and the rows between
+/// are one floor sum.
+inline std::int64_t keys_at_most(PositionMap k, std::int64_t nk, std::int64_t i0, std::int64_t i1, std::int64_t a,
+                                 std::int64_t c) {
+  if (i1 <= i0 || nk == 0) return 0;
+  const std::int64_t c0 = c - k.offset, top = (nk - 1) * k.stride;
+  if (a == 0) return (i1 - i0) * (c0 < 0 ? 0 : c0 >= top ? nk : c0 / k.stride + 1);
+  const auto clamp       = [](std::int64_t x, std::int64_t lo, std::int64_t hi) { return std::min(hi, std::max(lo, x)); };
+  const std::int64_t ia  = clamp(ceil_div(-c0, a), i0, i1);       // first row whose bound reaches the first key
+  const std::int64_t ib  = clamp(ceil_div(top - c0, a), ia, i1);  // first row whose bound reaches the last key
+  std::int64_t total     = (i1 - ib) * nk;
+  if (ib > ia) total += (ib - ia) + floor_sum(ib - ia, k.stride, a, a * ia + c0);
+  return total;
+}
+}  // namespace Impl
+
+inline std::int64_t Mask::allowed_pairs(std::int64_t nq, std::int64_t nk) const {
+  DISTATTN_REQUIRE(nq >= 0 && nk >= 0, "DistAttn::Mask::allowed_pairs",
+                   "row counts must be >= 0 (nq=" << nq << ", nk=" << nk << ")");
+  DISTATTN_REQUIRE(q.stride >= 1 && k.stride >= 1, "DistAttn::Mask::allowed_pairs",
+                   "strides must be >= 1 (query stride " << q.stride << ", key stride " << k.stride << ")");
+  if (nq == 0 || nk == 0) return 0;
+  if (kind == MaskKind::None && is_dense()) return nq * nk;
+  // Within one document, key_hi(p) = min(p + R, e - 1) and key_lo(p) = max(p - L, b)
+  // are each linear in the row up to one break, so a row's count, the keys at most
+  // key_hi minus the keys at most key_lo - 1, sums in four pieces.
+  const std::int64_t R = right_span(), L = window.left;
+  const int d0 = docs.any() ? docs.of(q(0)) : 0, d1 = docs.any() ? docs.of(q(nq - 1)) : 0;
+  const auto row_at = [&](std::int64_t p, std::int64_t lo, std::int64_t hi) {  // first row at position >= p
+    return std::min(hi, std::max(lo, Impl::ceil_div(p - q.offset, q.stride)));
+  };
+  std::int64_t total = 0;
+  for (int d = d0; d <= d1; ++d) {
+    const std::int64_t b = d == 0 ? -kUnboundedSpan : docs.offsets[d];
+    const std::int64_t e = !docs.any() || d == docs.count - 1 ? kUnboundedSpan : docs.offsets[d + 1];
+    const std::int64_t r0 = row_at(b, 0, nq), r1 = row_at(e, r0, nq);
+    const std::int64_t rh = row_at(e - R, r0, r1);  // from here p + R reaches past the document
+    const std::int64_t rl = row_at(b + L, r0, r1);  // from here p - L is inside the document
+    total += Impl::keys_at_most(k, nk, r0, rh, q.stride, q.offset + R) + Impl::keys_at_most(k, nk, rh, r1, 0, e - 1);
+    total -= Impl::keys_at_most(k, nk, r0, rl, 0, b - 1) +
+             Impl::keys_at_most(k, nk, rl, r1, q.stride, q.offset - L - 1);
+  }
+  return total;
+}
 
 }  // namespace DistAttn
