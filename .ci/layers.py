@@ -4,7 +4,7 @@
 
 Prints every arrow between folders ("a -> b  n" when n headers of a include b),
 the arrows that run back up against LAYERS (bottom first), and the cycles. Exits 1
-with --strict when the folders form a cycle. The upward arrows and the cycles are
+with --strict on any arrow back up or any cycle. The upward arrows and the cycles are
 the renovation's measure (issue #36: at most 2 arrows up, no cycle).
 """
 import collections
@@ -13,10 +13,10 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include", "DistAttn")
-# Bottom first. '.' is the top-level building block (attention.hpp, padding.hpp, ...);
+# Bottom first. '.' is the top-level building block (attention.hpp, schedule/padding.hpp, ...);
 # the umbrella headers count with what they gather.
-LAYERS = ["core", "impl", ".", "comm", "schedule", "executor", "ring", "grid2d", "ulysses", "hybrid", "registry",
-          "layer", "c", "umbrella"]
+LAYERS = ["core", "executor", "impl", ".", "comm", "schedule", "cost", "exec", "ring", "grid2d", "ulysses", "hybrid",
+          "registry", "layer", "c", "umbrella"]
 UMBRELLAS = {"DistAttn.hpp": "umbrella", "comm.hpp": "comm", "layer.hpp": "layer"}
 
 
@@ -93,7 +93,9 @@ def main():
     cyc = cycles(edges)
     for c in cyc:
         print("cycle:", " <-> ".join(c))
-    return 1 if cyc and "--strict" in sys.argv else 0
+    # The renovation's bound (issue #36): at most 2 arrows up and no cycle; the
+    # house now has none, so --strict holds it at none.
+    return 1 if (cyc or up) and "--strict" in sys.argv else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // cost_calibrate: times the building block on this device for the cost model's
-// shape classes (schedule/tile_throughput.hpp) and writes the table it loads.
+// shape classes (cost/tile_throughput.hpp) and writes the table it loads.
 //
 //   [mpiexec -n K] cost_calibrate -o tiles.txt [--dtypes float,double] [--dims 64,128] [--heads 4]
 //                  [--sizes 128,384,768] [-w 1 -n 5]
@@ -25,7 +25,7 @@
 //   mpiexec --oversubscribe -n K cost_calibrate -o tiles.txt --balance-cores C [--heads 72 --sizes ...]
 //
 // with K ranks that do not divide over the host's C cores (3 on 2) measures only the
-// scheduler's balance time (schedule/core_balance.hpp) and adds it to the existing
+// scheduler's balance time (cost/core_balance.hpp) and adds it to the existing
 // table: one forward call per size, timed with the first C ranks alone and with all K.
 //
 //   [mpiexec -n K] cost_calibrate -o tiles.txt --heads 72 --head-counts 2,9,36 [--sizes ... -n ...]
@@ -36,9 +36,9 @@
 // a table holds the factors of ranks that take turns on a core beside those of ranks
 // with a core each.
 #include <DistAttn/DistAttn.hpp>
-#include <DistAttn/impl/grid2d_buffers.hpp>
-#include <DistAttn/schedule/core_balance.hpp>
-#include <DistAttn/schedule/tile_throughput.hpp>
+#include <DistAttn/grid2d/impl/grid2d_buffers.hpp>
+#include <DistAttn/cost/core_balance.hpp>
+#include <DistAttn/cost/tile_throughput.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 
 #include "common/args.hpp"

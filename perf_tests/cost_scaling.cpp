@@ -17,7 +17,7 @@
 // each (P, N), the list `--schedule auto` would run the first of. --cores C
 // divides the tile rates by max(1, P / C): P ranks sharing C CPU cores.
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/schedule/cost_model.hpp>
+#include <DistAttn/cost/cost_model.hpp>
 
 #include "common/args.hpp"
 #include "common/machine_args.hpp"

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// CPU ranks that do not divide over the shared cores (schedule/core_balance.hpp):
+// CPU ranks that do not divide over the shared cores (cost/core_balance.hpp):
 // the blend between the fluid share and the fuller core, its fit from calibration
 // points, the table's balance line, and where the executors' models apply it.
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/schedule/cost_model.hpp>
+#include <DistAttn/cost/cost_model.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// Cost model (schedule/cost_model.hpp): its byte and step counts against the
+// Cost model (cost/cost_model.hpp): its byte and step counts against the
 // volume models the executors' counters are tested against (ring_volume,
 // grid2d_volume) and against brute-force enumeration (causal pairs, Ulysses
 // all-to-all), its limits (no communication cost -> compute only), scaling
 // laws, the ranking's order, and its errors.
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/schedule/cost_model.hpp>
+#include <DistAttn/cost/cost_model.hpp>
 
 #include <gtest/gtest.h>
 

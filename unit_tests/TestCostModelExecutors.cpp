@@ -12,7 +12,7 @@
 #include <DistAttn/hybrid/hybrid_attention.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/ulysses/ulysses_attention.hpp>
-#include <DistAttn/schedule/cost_model.hpp>
+#include <DistAttn/cost/cost_model.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 
 #include <mpi.h>

@@ -337,7 +337,7 @@ TEST(Grid2DAttentionErrors, PaddingAdviceMatchesTheMask) {
   const long N = 6L * P + 1, padded = 6L * P + P;
   expect_invalid_argument_mentioning([&] { A2D(world, 0, 0, Exec(), 1, N, 2, 2, 32); },
                                      {"Pad the sequence at its end to N=" + std::to_string(padded), "dO = 0",
-                                      "SequencePadding", "padding.hpp"});
+                                      "SequencePadding", "schedule/padding.hpp"});
   Grid2DOptions full;
   full.causal = false;
   try {

@@ -4,7 +4,7 @@
 // masks are checked against pos_q >= pos_k for every local pair.
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
-#include <DistAttn/schedule/grid2d_shape.hpp>
+#include <DistAttn/core/grid_shape.hpp>
 #include <DistAttn/schedule/grid2d_volume.hpp>
 
 #include <gtest/gtest.h>

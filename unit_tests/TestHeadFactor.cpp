@@ -3,7 +3,7 @@
 // (TileThroughput::head_factor): the interpolation, the table's `heads` lines, and
 // that the executors' models charge each call at its own head count.
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/schedule/cost_model.hpp>
+#include <DistAttn/cost/cost_model.hpp>
 
 #include <gtest/gtest.h>
 

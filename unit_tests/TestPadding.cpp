@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// SequencePadding (padding.hpp): for every layout, rank count and length, the
+// SequencePadding (schedule/padding.hpp): for every layout, rank count and length, the
 // padded layout covers [0, padded) once, its first N positions are the real
 // tokens, zero_padding zeroes exactly the padded rows, and full attention is
 // refused padding. The executors' results at a padded N against fp64 are checked
@@ -8,7 +8,7 @@
 
 #include "test_helpers.hpp"
 
-#include <DistAttn/padding.hpp>
+#include <DistAttn/schedule/padding.hpp>
 
 #include <vector>
 

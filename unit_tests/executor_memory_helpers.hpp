@@ -9,7 +9,7 @@
 
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/impl/allocation_counter.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/executor_inputs.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 
 #include <string>

@@ -5,14 +5,14 @@
 /// distributed executors and the decoder layer need a communication backend, so
 /// they come with builds that have MPI (NCCL adds Communicator<NcclSpace, Kokkos::Cuda>).
 
-#include <DistAttn/config.hpp>
+#include <DistAttn/core/config.hpp>
 #include <DistAttn/core/configuration.hpp>
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/attention.hpp>
 #include <DistAttn/attention_bwd_prepare.hpp>
 #include <DistAttn/instances.hpp>
-#include <DistAttn/padding.hpp>
+#include <DistAttn/schedule/padding.hpp>
 #if DISTATTN_ENABLE_MPI
 #include <DistAttn/comm.hpp>
 #include <DistAttn/registry/any_attention.hpp>

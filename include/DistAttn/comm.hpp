@@ -5,11 +5,11 @@
 /// Communicator<CommSpace, Exec>, Request<CommSpace>, isend / irecv / sendrecv,
 /// all_gather / reduce_scatter_sum / all_reduce_sum / all_to_all / barrier, ProcessGrid2D.
 
-#include <DistAttn/config.hpp>
+#include <DistAttn/core/config.hpp>
 
 #include <DistAttn/comm/communicator.hpp>
 #include <DistAttn/comm/counters.hpp>
-#include <DistAttn/schedule/grid2d_shape.hpp>
+#include <DistAttn/core/grid_shape.hpp>
 #include <DistAttn/comm/request.hpp>
 #include <DistAttn/comm/spaces.hpp>
 #include <DistAttn/comm/timeout.hpp>

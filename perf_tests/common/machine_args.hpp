@@ -6,7 +6,7 @@
 
 #include "common/args.hpp"
 
-#include <DistAttn/schedule/machine_model.hpp>
+#include <DistAttn/cost/machine_model.hpp>
 
 #include <string>
 #include <thread>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-// distattn-run --schedule auto [--tiles FILE]: the cost model (schedule/cost_model.hpp)
+// distattn-run --schedule auto [--tiles FILE]: the cost model (cost/cost_model.hpp)
 // ranks every executor and grid for this P and problem; the ranking is printed
 // with its predicted times and the first choice the driver can run is run. Without
 // --tiles the table shipped for this device and dtype (perf_tests/data) is used.
@@ -8,7 +8,7 @@
 #include "driver_options.hpp"
 #include "sync.hpp"
 
-#include <DistAttn/schedule/cost_model.hpp>
+#include <DistAttn/cost/cost_model.hpp>
 
 #include <algorithm>
 #include <cctype>

@@ -3,7 +3,7 @@
 
 #include "c_handles.hpp"
 
-#include <DistAttn/config.hpp>
+#include <DistAttn/core/config.hpp>
 #include <DistAttn/core/kokkos_compat.hpp>
 
 #include <cstring>

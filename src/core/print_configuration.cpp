@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-#include <DistAttn/config.hpp>
+#include <DistAttn/core/config.hpp>
 #include <DistAttn/core/configuration.hpp>
 #include <DistAttn/core/kokkos_compat.hpp>
 

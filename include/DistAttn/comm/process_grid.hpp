@@ -6,9 +6,9 @@
 /// Communicator interface, so it works for MpiSpace and NcclSpace alike.
 
 #include <DistAttn/comm/communicator.hpp>
-#include <DistAttn/impl/entry_agreement.hpp>
+#include <DistAttn/comm/impl/entry_agreement.hpp>
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/schedule/grid2d_shape.hpp>
+#include <DistAttn/core/grid_shape.hpp>
 
 #include <cstdint>
 #include <optional>

@@ -4,7 +4,7 @@
 /// Communication-space tags: they select the transport of a Communicator and a
 /// Request, the way Kokkos execution spaces select where a kernel runs.
 
-#include <DistAttn/config.hpp>
+#include <DistAttn/core/config.hpp>
 
 #include <type_traits>
 

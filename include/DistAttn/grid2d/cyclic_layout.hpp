@@ -15,7 +15,7 @@
 
 #include <DistAttn/comm.hpp>
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/impl/cyclic_exchange.hpp>
+#include <DistAttn/grid2d/impl/cyclic_exchange.hpp>
 
 namespace DistAttn {
 

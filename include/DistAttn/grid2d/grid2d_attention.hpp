@@ -13,7 +13,7 @@
 /// (cyclic_layout.hpp) to switch from/to the contiguous layout of the ring.
 ///
 /// Padding: N must be a multiple of P. For any other N of causal attention,
-/// SequencePadding(N, P, TokenLayout::Kind::Cyclic) (padding.hpp) gives the
+/// SequencePadding(N, P, TokenLayout::Kind::Cyclic) (schedule/padding.hpp) gives the
 /// padded seq_len and which rows are padding (zero them, dO = 0 on them).
 ///
 /// What happens on rank (r, c) (docs/design/attention2d.md has the diagrams):
@@ -48,14 +48,14 @@
 #include <DistAttn/comm.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/grid2d/grid2d_types.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
-#include <DistAttn/impl/grid2d_buffers.hpp>
+#include <DistAttn/exec/impl/executor_inputs.hpp>
+#include <DistAttn/grid2d/impl/grid2d_buffers.hpp>
 #include <DistAttn/impl/head_groups.hpp>
-#include <DistAttn/impl/pass_recorder.hpp>
+#include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
-#include <DistAttn/padding.hpp>
+#include <DistAttn/schedule/padding.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
-#include <DistAttn/schedule/grid2d_shape.hpp>
+#include <DistAttn/core/grid_shape.hpp>
 
 #include <array>
 #include <memory>
@@ -157,7 +157,7 @@ class Grid2DAttention {
   /// place; any other layout (LayoutLeft, strided) is copied into a row-major
   /// staging buffer with Kokkos::deep_copy first. o, lse, dq, dk, dv may have any
   /// layout. Collective over the grid: arguments are checked on every rank and the
-  /// outcome agreed before any message is posted (impl/executor_inputs.hpp), so a
+  /// outcome agreed before any message is posted (exec/impl/executor_inputs.hpp), so a
   /// bad argument on one rank raises InvalidArgument on all of them.
   template <class QV, class KV, class VV, class OV, class LV>
   void forward(const QV& q, const KV& k, const VV& v, const OV& o, const LV& lse) {
@@ -327,7 +327,7 @@ class Grid2DAttention {
     std::ostringstream os;
     if (causal)
       os << "Pad the sequence at its end to N=" << padded << " with DistAttn::SequencePadding(N, P, "
-         << "TokenLayout::Kind::Cyclic) (DistAttn/padding.hpp): padded keys come after every real query, so real "
+         << "TokenLayout::Kind::Cyclic) (DistAttn/schedule/padding.hpp): padded keys come after every real query, so real "
             "rows stay exact; it zeroes the padded rows, which need dO = 0 in backward";
     else
       os << "With full (non-causal) attention padding is not exact, because padded keys would enter every "

@@ -15,7 +15,7 @@
 /// N = P c tokens, S ranks and H/U heads. So rank w's local row i holds global
 /// position inner_position(s, u c + i): token_layout(w).position(i).
 ///
-/// Padding: SequencePadding(N, P, TokenLayout::Kind::Zigzag) (padding.hpp) gives a
+/// Padding: SequencePadding(N, P, TokenLayout::Kind::Zigzag) (schedule/padding.hpp) gives a
 /// chunk c that suits every inner kind (U c even); token_layout(w) says which of
 /// rank w's rows are padding (positions >= N), and zero_padding takes it.
 ///
@@ -39,9 +39,9 @@
 #include <DistAttn/comm.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
-#include <DistAttn/impl/pass_recorder.hpp>
-#include <DistAttn/padding.hpp>
+#include <DistAttn/exec/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/pass_recorder.hpp>
+#include <DistAttn/schedule/padding.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/ulysses/head_exchange.hpp>

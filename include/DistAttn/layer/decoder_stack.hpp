@@ -20,7 +20,7 @@
 /// layer, the executor forwards since the last forward(): 1, 2 and 1.
 
 #include <DistAttn/comm.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/executor_inputs.hpp>
 #include <DistAttn/layer/attention_executor.hpp>
 #include <DistAttn/layer/decoder_layer.hpp>
 

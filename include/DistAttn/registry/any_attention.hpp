@@ -11,7 +11,7 @@
 
 #include <DistAttn/executor/executor_spec.hpp>
 #include <DistAttn/grid2d/grid2d_attention.hpp>
-#include <DistAttn/impl/entry_agreement.hpp>
+#include <DistAttn/comm/impl/entry_agreement.hpp>
 #include <DistAttn/hybrid/hybrid_attention.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/schedule/token_layout.hpp>

@@ -20,7 +20,7 @@
 /// diagonal by construction and reject causal = false.
 ///
 /// Padding: for a global length N that P chunks (zigzag: 2P half-chunks) do not
-/// fill, SequencePadding(N, P, token_layout_kind(kind)) (padding.hpp) gives the
+/// fill, SequencePadding(N, P, token_layout_kind(kind)) (schedule/padding.hpp) gives the
 /// chunk and which rows are padding: padded at the END, exact for causal
 /// attention; padded rows get zeros and dO = 0. With full attention padded keys
 /// would enter every row: N must then fill the chunks exactly.
@@ -32,7 +32,7 @@
 /// row-major staging buffers with Kokkos::deep_copy, which costs one copy and the
 /// memory of that tensor. o, LSE ([batch, heads, seq]), dq, dk, dv may have any
 /// layout. Every pass first checks its arguments on each rank and agrees on the
-/// outcome with all peers before posting a message (impl/executor_inputs.hpp), so a
+/// outcome with all peers before posting a message (exec/impl/executor_inputs.hpp), so a
 /// bad argument anywhere raises InvalidArgument on every rank, and ranks built
 /// with different extents or options are reported instead of hanging. forward() and
 /// backward() are collective over the communicator.
@@ -54,9 +54,9 @@
 #include <DistAttn/comm/p2p_batch.hpp>
 #include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/executor_inputs.hpp>
 #include <DistAttn/impl/head_groups.hpp>
-#include <DistAttn/impl/pass_recorder.hpp>
+#include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>

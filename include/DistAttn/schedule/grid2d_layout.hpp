@@ -18,7 +18,7 @@
 
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
-#include <DistAttn/schedule/grid2d_shape.hpp>
+#include <DistAttn/core/grid_shape.hpp>
 
 #include <cstdint>
 #include <vector>

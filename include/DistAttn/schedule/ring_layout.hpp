@@ -35,7 +35,7 @@ class RingLayout {
     DISTATTN_REQUIRE(kind != RingKind::Zigzag || chunk % 2 == 0, "DistAttn::RingLayout",
                      "the zigzag assignment splits each rank's chunk in two halves: chunk ("
                          << chunk << ") must be even; SequencePadding(N, P, TokenLayout::Kind::Zigzag) "
-                                     "(DistAttn/padding.hpp) pads any N to a multiple of 2P");
+                                     "(DistAttn/schedule/padding.hpp) pads any N to a multiple of 2P");
   }
 
   int ranks() const { return P_; }

@@ -22,7 +22,7 @@
 /// still on the head side from the forward and the inner executor makes Delta.
 
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/ulysses/ulysses_types.hpp>
+#include <DistAttn/schedule/ulysses_types.hpp>
 
 #include <cstdint>
 #include <vector>

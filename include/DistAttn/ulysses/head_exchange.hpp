@@ -22,9 +22,9 @@
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/impl/pass_recorder.hpp>
+#include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/ulysses/ulysses_pack.hpp>
-#include <DistAttn/ulysses/ulysses_types.hpp>
+#include <DistAttn/schedule/ulysses_types.hpp>
 
 #include <algorithm>
 #include <cstdint>

@@ -31,7 +31,7 @@
 /// Arguments, padding and errors as for the ring (ring_attention.hpp): checked on
 /// every rank and agreed before any message; causal or full attention
 /// (ExecutorOptions::causal); causal N may be padded at the end to P c with dO = 0
-/// on padded rows: SequencePadding(N, P, TokenLayout::Kind::Contiguous) (padding.hpp). Any layout is accepted without staging: the all-to-all's
+/// on padded rows: SequencePadding(N, P, TokenLayout::Kind::Contiguous) (schedule/padding.hpp). Any layout is accepted without staging: the all-to-all's
 /// packing reads and writes the caller's Views element by element.
 ///
 /// Memory (docs/design/memory.md): q_h, k_h, v_h are one allocation, every other
@@ -43,10 +43,10 @@
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
-#include <DistAttn/impl/pass_recorder.hpp>
+#include <DistAttn/exec/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/ulysses/head_exchange.hpp>
-#include <DistAttn/ulysses/ulysses_types.hpp>
+#include <DistAttn/schedule/ulysses_types.hpp>
 
 #include <cstdint>
 #include <utility>

@@ -13,7 +13,7 @@
 
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/impl/row_copy.hpp>
-#include <DistAttn/ulysses/ulysses_types.hpp>
+#include <DistAttn/schedule/ulysses_types.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -7,7 +7,7 @@
 /// keeps MPI's int counts valid for messages above 2 GiB.
 
 #include <DistAttn/comm/impl/view_checks.hpp>
-#include <DistAttn/config.hpp>
+#include <DistAttn/core/config.hpp>
 #include <DistAttn/core/kokkos_compat.hpp>
 
 #include <mpi.h>

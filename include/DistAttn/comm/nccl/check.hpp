@@ -5,7 +5,7 @@
 /// DistAttn::CommunicationError with the call, the library's error text and
 /// `where` (a string or a << chain, evaluated only on failure).
 
-#include <DistAttn/config.hpp>
+#include <DistAttn/core/config.hpp>
 #include <DistAttn/core/error.hpp>
 
 #if !DISTATTN_ENABLE_NCCL

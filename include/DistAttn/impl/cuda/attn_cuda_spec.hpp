@@ -18,7 +18,7 @@
 /// Included by impl/attn_spec.hpp; empty unless the library was built with
 /// DistAttn_ENABLE_CUDA_KERNELS (and so with a CUDA Kokkos).
 
-#include <DistAttn/config.hpp>
+#include <DistAttn/core/config.hpp>
 
 #if DISTATTN_ENABLE_CUDA_KERNELS && defined(KOKKOS_ENABLE_CUDA)
 

@@ -6,7 +6,7 @@
 
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/executor/executor_spec.hpp>
-#include <DistAttn/schedule/tile_throughput.hpp>
+#include <DistAttn/cost/tile_throughput.hpp>
 
 #include <algorithm>
 #include <cstdint>

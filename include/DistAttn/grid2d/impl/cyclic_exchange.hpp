@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file impl/cyclic_exchange.hpp
+/// @file grid2d/impl/cyclic_exchange.hpp
 /// The one all_to_all behind to_cyclic/from_cyclic (grid2d/cyclic_layout.hpp):
 /// packing into equal per-peer blocks of ceil(c / P) rows, the exchange, and the
 /// row maps of the two layouts. Not part of the API.

@@ -14,12 +14,12 @@
 /// world rank s U + u, so each Ulysses group is U consecutive ranks (inside a node
 /// when U divides gpus_per_node) and each sequence group has stride U.
 
-#include <DistAttn/schedule/cost_grid2d.hpp>
-#include <DistAttn/schedule/cost_ring.hpp>
-#include <DistAttn/schedule/cost_types.hpp>
-#include <DistAttn/schedule/cost_ulysses.hpp>
-#include <DistAttn/padding.hpp>
-#include <DistAttn/schedule/grid2d_shape.hpp>
+#include <DistAttn/cost/cost_grid2d.hpp>
+#include <DistAttn/cost/cost_ring.hpp>
+#include <DistAttn/cost/cost_types.hpp>
+#include <DistAttn/cost/cost_ulysses.hpp>
+#include <DistAttn/schedule/padding.hpp>
+#include <DistAttn/core/grid_shape.hpp>
 
 #include <algorithm>
 #include <string>

@@ -14,11 +14,11 @@
 /// from another). After the last step the results of that step are exposed.
 /// Every rank of every step is evaluated from RingSchedule itself (O(P * steps)).
 
-#include <DistAttn/schedule/cost_types.hpp>
+#include <DistAttn/cost/cost_types.hpp>
 #include <DistAttn/core/mask.hpp>
-#include <DistAttn/schedule/machine_model.hpp>
+#include <DistAttn/cost/machine_model.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/padding.hpp>
+#include <DistAttn/schedule/padding.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>
 #include <DistAttn/schedule/ring_volume.hpp>
 

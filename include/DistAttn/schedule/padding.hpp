@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file padding.hpp
+/// @file schedule/padding.hpp
 /// Any sequence length N on any number of ranks P. Every executor needs its
 /// layout filled exactly: P chunks of c tokens (ring, Ulysses, hybrid), c even for
 /// zigzag, N a multiple of P for Attention2D. SequencePadding says how long the

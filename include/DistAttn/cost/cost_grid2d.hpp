@@ -27,12 +27,12 @@
 /// (their times add); on different levels they overlap (the longer counts).
 
 #include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/impl/grid2d_cost_context.hpp>
-#include <DistAttn/schedule/cost_types.hpp>
+#include <DistAttn/cost/impl/grid2d_cost_context.hpp>
+#include <DistAttn/cost/cost_types.hpp>
 #include <DistAttn/core/mask.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
 #include <DistAttn/schedule/grid2d_volume.hpp>
-#include <DistAttn/schedule/machine_model.hpp>
+#include <DistAttn/cost/machine_model.hpp>
 
 #include <algorithm>
 #include <vector>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file impl/executor_inputs.hpp
+/// @file exec/impl/executor_inputs.hpp
 /// The entry of every distributed executor's forward() and backward().
 ///
 /// Executors send their callers' tensors as raw bytes and hand them to tiles that
@@ -19,7 +19,7 @@
 
 #include <DistAttn/comm.hpp>
 #include <DistAttn/impl/attention_checks.hpp>
-#include <DistAttn/impl/entry_agreement.hpp>
+#include <DistAttn/comm/impl/entry_agreement.hpp>
 #include <DistAttn/impl/saved_inputs.hpp>
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file impl/pass_recorder.hpp
+/// @file exec/impl/pass_recorder.hpp
 /// The instrumentation and waiting every executor pass does the same way: device
 /// time of the tiles (RegionTimer on the compute instance, read once at the end),
 /// host time blocked in waits, bytes by kind, and the testing delay before waits

@@ -11,8 +11,8 @@
 /// at the same time do not slow each other down, but two sends on the same level do.
 
 #include <DistAttn/core/error.hpp>
-#include <DistAttn/schedule/core_balance.hpp>
-#include <DistAttn/schedule/tile_throughput.hpp>
+#include <DistAttn/cost/core_balance.hpp>
+#include <DistAttn/cost/tile_throughput.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -20,7 +20,7 @@
 ///   reduce <bytes_per_s>            (one step of the backend's sum reduce-scatter, result bytes;
 ///                                    0 = priced as the link's transfer)
 ///   balance <seconds>               (CPU ranks outnumbering cores: the scheduler's balance time,
-///                                    schedule/core_balance.hpp; 0 = the fluid share)
+///                                    cost/core_balance.hpp; 0 = the fluid share)
 ///   heads <batch_heads> <factor> [<ranks_per_core>]
 ///                                   (a call's arithmetic time per head at that many heads over
 ///                                    the table's, measured with that many ranks per core, default 1;
@@ -285,7 +285,7 @@ class TileThroughput {
   double reduce_seconds(double bytes) const { return seconds_at(bytes, reduce_); }
 
   /// How long this host's scheduler takes to even out ranks that do not divide
-  /// over its cores (schedule/core_balance.hpp), as `cost_calibrate --balance-cores`
+  /// over its cores (cost/core_balance.hpp), as `cost_calibrate --balance-cores`
   /// measures it. A property of the host, not of the rates: slowed_down keeps it.
   double balance_seconds() const { return balance_; }
   void set_balance_seconds(double s) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file impl/grid2d_buffers.hpp
+/// @file grid2d/impl/grid2d_buffers.hpp
 /// Workspace pieces and local reorder kernels of the Attention2D executor.
 ///
 /// Gathered buffers (Qg, Kg and everything that travels with them) are kept in
@@ -17,7 +17,7 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/executor_inputs.hpp>
 #include <DistAttn/impl/row_copy.hpp>
 
 #include <cstddef>

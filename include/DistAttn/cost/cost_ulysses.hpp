@@ -12,9 +12,9 @@
 /// costs what those transfers cost in flight together (machine_model.hpp).
 
 #include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/schedule/cost_types.hpp>
+#include <DistAttn/cost/cost_types.hpp>
 #include <DistAttn/core/mask.hpp>
-#include <DistAttn/schedule/machine_model.hpp>
+#include <DistAttn/cost/machine_model.hpp>
 #include <DistAttn/schedule/ulysses_volume.hpp>
 
 #include <algorithm>

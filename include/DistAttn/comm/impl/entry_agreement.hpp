@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file impl/entry_agreement.hpp
+/// @file comm/impl/entry_agreement.hpp
 /// How the ranks of an executor agree before they communicate: at construction
 /// (agree_construction) and at the entry of every pass (EntryAgreement). Each
 /// rank checks its own arguments, then one small all-gather shares every rank's

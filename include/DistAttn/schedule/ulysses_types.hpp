@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file ulysses/ulysses_types.hpp
+/// @file schedule/ulysses_types.hpp
 /// Options, head assignment and instrumentation of the Ulysses executor
 /// (ulysses_attention.hpp): all-to-all from sequence shards to head shards.
 

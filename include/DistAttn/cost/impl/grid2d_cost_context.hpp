@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file impl/grid2d_cost_context.hpp
-/// What the Attention2D cost model (schedule/cost_grid2d.hpp) computes its
+/// @file cost/impl/grid2d_cost_context.hpp
+/// What the Attention2D cost model (cost/cost_grid2d.hpp) computes its
 /// passes from: the link level of each collective, the slowest rank's block call
 /// per step, and the rings of the O variant. Not part of the API.
 
 #include <DistAttn/core/mask.hpp>
-#include <DistAttn/schedule/cost_types.hpp>
+#include <DistAttn/cost/cost_types.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
-#include <DistAttn/schedule/machine_model.hpp>
+#include <DistAttn/cost/machine_model.hpp>
 
 #include <algorithm>
 
