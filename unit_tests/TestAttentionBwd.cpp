@@ -19,7 +19,7 @@ struct BwdResult {
 };
 
 template <class T>
-BwdResult<T> run_bwd(const Shape& s, const Mask& mask) {
+BwdResult<T> run_bwd(const Shape& s, const Mask& mask, const Mask* host_mask = nullptr) {
   using Acc = accum_t<T>;
   auto in   = make_inputs<T>(s);
   HostTensor dout("dout", s.B, s.Sq, s.H, s.D);
@@ -42,13 +42,14 @@ BwdResult<T> run_bwd(const Shape& s, const Mask& mask) {
   r.rdq  = HostTensor("rdq", s.B, s.Sq, s.H, s.D);
   r.rdk  = HostTensor("rdk", s.B, s.Sk, s.Hkv, s.D);
   r.rdv  = HostTensor("rdv", s.B, s.Sk, s.Hkv, s.D);
-  Testing::reference_bwd(in.q, in.k, in.v, dout, mask, resolved_scale(opts, s.D), r.rdq, r.rdk, r.rdv);
+  Testing::reference_bwd(in.q, in.k, in.v, dout, host_mask ? *host_mask : mask, resolved_scale(opts, s.D), r.rdq,
+                         r.rdk, r.rdv);
   return r;
 }
 
 template <class T>
-void check_bwd(const Shape& s, const Mask& mask) {
-  const auto r   = run_bwd<T>(s, mask);
+void check_bwd(const Shape& s, const Mask& mask, const Mask* host_mask = nullptr) {
+  const auto r   = run_bwd<T>(s, mask, host_mask);
   const auto msg = [&] {
     std::ostringstream os;
     os << type_name<T>() << " seed " << r.seed << " B" << s.B << " Sq" << s.Sq << " Sk" << s.Sk << " H" << s.H
@@ -68,6 +69,19 @@ TYPED_TEST(AttentionBwd, MatchesReference) {
   for (int D : {64, 96, 128}) {
     check_bwd<T>({2, 33, 33, 4, 4, D}, Mask::causal());
     check_bwd<T>({1, 33, 20, 2, 2, D}, Mask::none());
+  }
+}
+
+TYPED_TEST(AttentionBwd, WindowsAndDocuments) {
+  using T = TypeParam;
+  check_bwd<T>({1, 45, 45, 2, 1, 64}, Mask::causal().with_window(Window{7, 0}));
+  check_bwd<T>({2, 33, 33, 2, 2, 64}, Mask::none().with_window(Window{5, 9}));
+  check_bwd<T>({1, 40, 40, 2, 2, 64}, Mask::causal({1, 4}, {2, 4}).with_window(Window{9, 0}));
+  check_bwd<T>({1, 30, 30, 1, 1, 32}, Mask::causal({0, 1}, {5, 1}).with_window(Window{2, 0}));
+  const PackedDocs docs({0, 10, 11, 30, 45});
+  for (const Mask& m : {Mask::causal(), Mask::none(), Mask::causal().with_window(Window{4, 0})}) {
+    const Mask host = docs.on_host(m);
+    check_bwd<T>({1, 45, 45, 4, 2, 64}, docs.on_device(m), &host);
   }
 }
 

@@ -15,7 +15,7 @@ class AttentionFwd : public ::testing::Test {};
 TYPED_TEST_SUITE(AttentionFwd, ElementTypes);
 
 template <class T>
-void check_one_shot(const Shape& s, const Mask& mask) {
+void check_one_shot(const Shape& s, const Mask& mask, const Mask* host_mask = nullptr) {
   using Acc = accum_t<T>;
   auto in   = make_inputs<T>(s);
   Tensor4<T, Mem> o("o", s.B, s.Sq, s.H, s.D);
@@ -26,7 +26,7 @@ void check_one_shot(const Shape& s, const Mask& mask) {
 
   HostTensor ro("ro", s.B, s.Sq, s.H, s.D);
   HostStats rl("rl", s.B, s.H, s.Sq);
-  Testing::reference_fwd(in.q, in.k, in.v, mask, resolved_scale(opts, s.D), ro, rl);
+  Testing::reference_fwd(in.q, in.k, in.v, host_mask ? *host_mask : mask, resolved_scale(opts, s.D), ro, rl);
   const auto ho = to_host(o);
   const auto hl = stats_to_host(lse);
   const double err = Testing::rel_error(ho, ro);
@@ -74,6 +74,21 @@ TYPED_TEST(AttentionFwd, GqaAndMqa) {
 
 // Attention2D's cyclic shards: queries r + s*c + i*P against keys with another
 // offset, same stride; and a step-like pattern (different strides).
+// Key windows and packed documents through the same kernels: tiles outside every
+// key interval are skipped, tiles across an interval's end are masked per element.
+TYPED_TEST(AttentionFwd, WindowsAndDocuments) {
+  using T = TypeParam;
+  check_one_shot<T>({1, 45, 45, 2, 1, 64}, Mask::causal().with_window(Window{7, 0}));
+  check_one_shot<T>({2, 33, 33, 2, 2, 64}, Mask::none().with_window(Window{5, 9}));
+  check_one_shot<T>({1, 40, 40, 2, 2, 64}, Mask::causal({1, 4}, {2, 4}).with_window(Window{9, 0}));
+  check_one_shot<T>({1, 30, 30, 1, 1, 32}, Mask::causal({0, 1}, {5, 1}).with_window(Window{2, 0}));  // rows 0..4 see no key
+  const PackedDocs docs({0, 10, 11, 30, 45});  // a one-token document among them
+  for (const Mask& m : {Mask::causal(), Mask::none(), Mask::causal().with_window(Window{4, 0})}) {
+    const Mask host = docs.on_host(m);
+    check_one_shot<T>({1, 45, 45, 4, 2, 64}, docs.on_device(m), &host);
+  }
+}
+
 TYPED_TEST(AttentionFwd, StridedCausalMasks) {
   using T = TypeParam;
   check_one_shot<T>({1, 40, 40, 2, 2, 64}, Mask::causal({1, 4}, {2, 4}));   // strictly lower

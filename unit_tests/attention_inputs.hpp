@@ -5,6 +5,10 @@
 
 #include "test_helpers.hpp"
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 namespace DistAttn::Test {
 
 struct Shape {
@@ -34,5 +38,20 @@ Inputs<T> make_inputs(const Shape& s, double amp = 1.0) {
   in.vd = to_device<T>(in.v, "v");
   return in;
 }
+
+/// Packed-document offsets where the kernels read them (Mem) and where the fp64
+/// reference does (host): the same rule as two masks.
+struct PackedDocs {
+  std::vector<std::int64_t> host;
+  Kokkos::View<std::int64_t*, Mem> dev;
+  explicit PackedDocs(std::vector<std::int64_t> offsets)
+      : host(std::move(offsets)), dev("doc_offsets", host.size()) {
+    auto h = Kokkos::create_mirror_view(dev);
+    for (std::size_t i = 0; i < host.size(); ++i) h(i) = host[i];
+    Kokkos::deep_copy(dev, h);
+  }
+  Mask on_device(const Mask& m) const { return m.with_documents(Documents{dev.data(), int(host.size()) - 1}); }
+  Mask on_host(const Mask& m) const { return m.with_documents(Documents{host.data(), int(host.size()) - 1}); }
+};
 
 }  // namespace DistAttn::Test

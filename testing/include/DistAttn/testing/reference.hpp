@@ -16,13 +16,20 @@
 
 namespace DistAttn::Testing {
 
-/// The causal rule written out independently of Mask::allowed, so a bug there
-/// cannot hide in both the kernel and its reference.
+/// The mask's rule written out independently of Mask::allowed (a linear scan for
+/// documents, the window as two inequalities), so a bug there cannot hide in both
+/// the kernel and its reference.
 inline bool reference_allowed(const Mask& mask, std::int64_t i, std::int64_t j) {
-  if (mask.kind == MaskKind::None) return true;
   const std::int64_t qpos = mask.q.offset + mask.q.stride * i;
   const std::int64_t kpos = mask.k.offset + mask.k.stride * j;
-  return kpos <= qpos;
+  if (mask.kind == MaskKind::Causal && kpos > qpos) return false;
+  if (kpos < qpos - mask.window.left || kpos > qpos + mask.window.right) return false;
+  int dq = 0, dk = 0;  // positions outside every document belong to the nearest end one
+  for (int d = 1; d < mask.docs.count; ++d) {
+    dq += qpos >= mask.docs.offsets[d] ? 1 : 0;
+    dk += kpos >= mask.docs.offsets[d] ? 1 : 0;
+  }
+  return dq == dk;
 }
 
 using HostTensor = Kokkos::View<double****, Kokkos::LayoutRight, Kokkos::HostSpace>;
