@@ -33,7 +33,7 @@ using Impl::member_count;
 // (ExecutorOptions, AttnOptions) or to the executor's construction_fields, and
 // to the table of the test below; then update the count.
 static_assert(member_count<AttnOptions>() == 5, "AttnOptions changed: see the comment above");
-static_assert(member_count<ExecutorOptions>() == 7, "ExecutorOptions changed: see the comment above");
+static_assert(member_count<ExecutorOptions>() == 8, "ExecutorOptions changed: see the comment above");
 static_assert(member_count<RingOptions>() == 2, "RingOptions changed: see the comment above");
 static_assert(member_count<Grid2DOptions>() == 2, "Grid2DOptions changed: see the comment above");
 static_assert(member_count<UlyssesOptions>() == 2, "UlyssesOptions changed: see the comment above");
@@ -64,6 +64,8 @@ struct Mutation {
 /// out on purpose (timing or a rank's own budget: they must not fail).
 std::vector<Mutation> agreed_mutations() {
   return {{"causal", [](ExecutorOptions& o) { o.causal = !o.causal; }},
+          {"window_left", [](ExecutorOptions& o) { o.window.left = 3; }},
+          {"window_right", [](ExecutorOptions& o) { o.window.right = 2; }},
           {"scale", [](ExecutorOptions& o) { o.attn.scale = 0.5; }},
           {"kernel_path", [](ExecutorOptions& o) { o.attn.path = KernelPath::Portable; }},
           {"check_finite", [](ExecutorOptions& o) { o.attn.check_finite = !o.attn.check_finite; }},
@@ -76,7 +78,8 @@ std::vector<Mutation> free_mutations() {
           {"recv_delay_ms", [](ExecutorOptions& o) { o.recv_delay_ms = 1.0; }},
           {"memory_limit_bytes", [](ExecutorOptions& o) { o.memory_limit_bytes = std::size_t(1) << 40; }}};
 }
-static_assert(member_count<ExecutorOptions>() - 1 + member_count<AttnOptions>() - 1 == 7 + 3,
+// (window is one field with two rows in the agreed table, one per side)
+static_assert(member_count<ExecutorOptions>() - 1 + member_count<AttnOptions>() - 1 == 8 + 3,
               "every ExecutorOptions/AttnOptions field but attn and mask is in one table above");
 
 constexpr int kB = 1, kC = 4, kD = 8;

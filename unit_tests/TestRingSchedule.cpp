@@ -349,13 +349,18 @@ TEST(RingSchedule, StepDetailsP8) {
   EXPECT_EQ(b.send_input, (Transfer{PayloadKind::KV, 6, 2, 4}));
   EXPECT_EQ(b.recv_result, (Transfer{PayloadKind::GradKV, 6, 2, 4}));
   // Diagonal mask carries global positions.
-  const Mask m = s.task(3, 0)->mask(100);
+  const Mask m = s.task(3, 0)->mask(100, Mask::causal());
   EXPECT_EQ(m.kind, MaskKind::Causal);
   EXPECT_EQ(m.q.offset, 300);
   EXPECT_EQ(m.k.offset, 300);
   EXPECT_TRUE(m.allowed(5, 5));
   EXPECT_FALSE(m.allowed(5, 6));
-  EXPECT_EQ(s.task(3, 1)->mask(100).kind, MaskKind::None);
+  EXPECT_EQ(s.task(3, 1)->mask(100, Mask::causal()).kind, MaskKind::None);
+  // A window reaches every block: off the diagonal the block carries it too.
+  const Mask w = s.task(3, 1)->mask(100, Mask::causal().with_window(Window{150, 0}));
+  EXPECT_EQ(int(w.relation(0, 100, 0, 100)), int(Relation::Partial));
+  EXPECT_TRUE(w.allowed(0, 99));   // position 300 sees 199 (150 back reaches 150)
+  EXPECT_FALSE(w.allowed(99, 0));  // position 399 does not see 100
 }
 
 TEST(RingSchedule, ToString) {

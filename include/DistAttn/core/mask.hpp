@@ -153,6 +153,13 @@ struct Mask {
     m.k    = kpos;
     return m;
   }
+  /// This rule on a block whose rows sit at qpos and kpos. A dense rule gives the
+  /// masks executors built before windows and documents existed (causal at the
+  /// block's positions, or no mask at all), so their outputs stay bit for bit.
+  Mask on_block(PositionMap qpos, PositionMap kpos) const {
+    if (is_dense()) return kind == MaskKind::Causal ? Mask::causal(qpos, kpos) : Mask::none();
+    return at(qpos, kpos);
+  }
   Mask with_window(Window w) const {
     DISTATTN_REQUIRE(w.left >= 0 && w.right >= 0, "DistAttn::Mask::with_window",
                      "window sides must be >= 0 tokens (left=" << w.left << ", right=" << w.right << ")");

@@ -17,6 +17,10 @@ namespace DistAttn {
 struct ExecutorOptions {
   /// Causal (global token positions) or full attention.
   bool causal = true;
+  /// Key window in tokens (core/mask.hpp): a query sees keys at most `left`
+  /// positions before its own and `right` after (right is clipped to 0 when
+  /// causal). Unbounded by default; {W, 0} is the causal sliding window of width W.
+  Window window{};
   /// scale, kernel path and check_finite; the executor sets every tile's mask.
   /// check_finite is off here: set attn.check_finite to scan q, k, v (and dO)
   /// for NaN/Inf at the entry of every pass (an extra read and a host wait).
@@ -43,7 +47,18 @@ struct ExecutorOptions {
   /// fits on every rank. A group costs a contiguous copy of its inputs, and its
   /// messages are heads/group times smaller and more numerous.
   int head_group = 0;
+
+  /// The global mask these options ask for: causality and the window, on global
+  /// token positions (executors place it on each block with Mask::on_block).
+  Mask mask_rule() const { return (causal ? Mask::causal() : Mask::none()).with_window(window); }
 };
+
+/// The checks of the shared options every executor makes when it is built.
+inline void check_shared_options(const char* where, const ExecutorOptions& o) {
+  DISTATTN_REQUIRE(o.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0, got " << o.recv_delay_ms);
+  DISTATTN_REQUIRE(o.window.left >= 0 && o.window.right >= 0, where,
+                   "window sides must be >= 0 tokens, got left=" << o.window.left << ", right=" << o.window.right);
+}
 
 /// One schedule step of a pass on this rank (PassStats::timeline): when it began
 /// (host clock, seconds since the pass began), the time its tiles ran on the

@@ -315,7 +315,7 @@ class Grid2DAttention {
                                           << " (the cyclic layout gives every rank N/P tokens). "
                                           << pad_advice(seq_len, P, opts.causal));
     DISTATTN_REQUIRE(seq_len / P <= std::int64_t(1) << 30, where, "N/P=" << seq_len / P << " is too large");
-    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0, got " << opts.recv_delay_ms);
+    check_shared_options(where, opts);
     DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
                      "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
                                     << ")");
@@ -414,9 +414,7 @@ class Grid2DAttention {
   std::size_t kv_words() const { return std::size_t(B_) * n_ * group_ * D_; }        // one K (or V) shard
   std::size_t row_words() const { return std::size_t(B_) * group_heads() * n_; }     // one stats shard
 
-  Mask mask(PositionMap qpos, PositionMap kpos) const {
-    return opts_.causal ? Mask::causal(qpos, kpos) : Mask::none();
-  }
+  Mask mask(PositionMap qpos, PositionMap kpos) const { return opts_.mask_rule().on_block(qpos, kpos); }
   AttnOptions task_options(const Mask& m) const {
     AttnOptions ao  = opts_.attn.with_mask(m);
     ao.check_finite = false;

@@ -262,7 +262,7 @@ class RingAttention {
       zigzag_fwd(x, x, q, k, v);
     } else {
       timed([&] {
-        AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_));
+        AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_, opts_.mask_rule()));
         attention_fwd_update(compute_, q, k, v, buf_.own, ao);
       });
     }
@@ -274,7 +274,7 @@ class RingAttention {
       wait_all_on(in_reqs[s], st.recv_input.active());
       if (st.compute) {
         const ComputeTask& task = *st.compute;
-        const AttnOptions ao    = task_options(task.mask(c_));
+        const AttnOptions ao    = task_options(task.mask(c_, opts_.mask_rule()));
         if (zigzag()) {
           zigzag_fwd(x, task.k_chunk, q, buf_.kbuf[s], buf_.vbuf[s]);
         } else if (task.own_query) {
@@ -375,7 +375,7 @@ class RingAttention {
       zigzag_bwd(x, x, q, k, v, dout, lse, buf_.gk, buf_.gv);
     } else {
       timed([&] {
-        AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_));
+        AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_, opts_.mask_rule()));
         attention_bwd_update(compute_, q, k, v, dout, lse, buf_.delta, buf_.gq, buf_.gk, buf_.gv, ao);
       });
     }
@@ -387,7 +387,7 @@ class RingAttention {
       wait_all_on(in_reqs[s], st.recv_input.active());
       if (st.compute) {
         const ComputeTask& task = *st.compute;
-        const AttnOptions ao    = task_options(task.mask(c_));
+        const AttnOptions ao    = task_options(task.mask(c_, opts_.mask_rule()));
         if (task.own_query) {
           Kokkos::deep_copy(compute_, buf_.sdk[s], Acc(0));
           Kokkos::deep_copy(compute_, buf_.sdv[s], Acc(0));
@@ -438,7 +438,7 @@ class RingAttention {
                                                         << ")");
     DISTATTN_REQUIRE(heads % kv_heads == 0, where,
                      "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
-    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
+    check_shared_options(where, opts);
     DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
                      "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
                          << " schedule skips every block above the diagonal, so it computes causal attention only");
@@ -475,7 +475,7 @@ class RingAttention {
     const int h = c_ / 2;
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) {
-        const Mask m = opts_.causal ? Mask::causal(layout_.piece(qrank, a), layout_.piece(krank, b)) : Mask::none();
+        const Mask m = opts_.mask_rule().on_block(layout_.piece(qrank, a), layout_.piece(krank, b));
         switch (m.relation(0, h, 0, h)) {
           case Relation::Skip: break;
           case Relation::Full: f(a, b, Mask::none()); break;

@@ -84,12 +84,13 @@ struct ComputeTask {
   /// backward output is fresh and shipped as GradKV iff !own_kv.)
   bool fresh_state = false;
 
-  /// Mask for the building block, with global token positions so that block
-  /// skipping and element masking need no further context.
-  Mask mask(std::int64_t chunk_tokens) const {
-    if (!causal) return Mask::none();
-    return Mask::causal(PositionMap{std::int64_t(q_chunk) * chunk_tokens, 1},
-                        PositionMap{std::int64_t(k_chunk) * chunk_tokens, 1});
+  /// The global mask `rule` on this block, with global token positions so that
+  /// block skipping and element masking need no further context. Off the
+  /// diagonal a dense causal block has every key before every query: no mask.
+  Mask mask(std::int64_t chunk_tokens, const Mask& rule) const {
+    if (rule.is_dense() && !causal) return Mask::none();
+    return rule.on_block(PositionMap{std::int64_t(q_chunk) * chunk_tokens, 1},
+                         PositionMap{std::int64_t(k_chunk) * chunk_tokens, 1});
   }
 };
 

@@ -191,7 +191,7 @@ class UlyssesAttention {
     DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
                                                         << ")");
-    DISTATTN_REQUIRE(opts.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0");
+    check_shared_options(where, opts);
     DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
                      "head_group=" << opts.head_group << ": Ulysses runs its ranks' heads in one pass (head "
                                    << "chunking is implemented for the ring kinds); use 0");
@@ -206,7 +206,7 @@ class UlyssesAttention {
   }
 
   AttnOptions tile_options() const {
-    AttnOptions ao  = opts_.attn.with_mask(opts_.causal ? Mask::causal() : Mask::none());
+    AttnOptions ao  = opts_.attn.with_mask(opts_.mask_rule().on_block({0, 1}, {0, 1}));  // contiguous: natural order
     ao.check_finite = false;
     return ao;
   }

@@ -64,6 +64,8 @@ ConfigField enum_field(const char* name, E v) {
 /// options structs' fields, so a new one cannot be left out unnoticed.
 inline std::vector<ConfigField> option_fields(const ExecutorOptions& o, int head_dim) {
   return {bool_field("causal", o.causal),
+          {"window_left", o.window.left},
+          {"window_right", o.window.right},
           real_field("scale", resolved_scale(o.attn, head_dim)),
           enum_field("kernel_path", o.attn.path),
           bool_field("check_finite", o.attn.check_finite),

@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
+// Key windows (ExecutorOptions::window) through every executor, built by the
+// registry: each rank's rows of o, LSE, dQ, dK, dV against the fp64 reference of
+// the whole sequence under the same window, rows taken where the executor's token
+// layout puts them (AnyAttention::position). Windows narrower than a rank's
+// chunk, wider than it, and a window of the query alone; causal and not.
+
+#include "mpi_test_helpers.hpp"
+#include "test_helpers.hpp"
+
+#include <DistAttn/registry/any_attention.hpp>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace DistAttn::Test {
+namespace {
+
+using T    = double;
+using Comm = Communicator<MpiSpace, Exec>;
+
+/// The global problem (the same on every rank) and its reference under `rule`.
+struct Global {
+  HostTensor q, k, v, dout, o, dq, dk, dv;
+  HostStats lse;
+  Global(int B, int N, int H, int Hkv, int D, const Mask& rule, std::uint64_t seed)
+      : q("q", B, N, H, D), k("k", B, N, Hkv, D), v("v", B, N, Hkv, D), dout("do", B, N, H, D), o("o", B, N, H, D),
+        dq("dq", B, N, H, D), dk("dk", B, N, Hkv, D), dv("dv", B, N, Hkv, D), lse("lse", B, H, N) {
+    Testing::fill_random(q, seed, 1.5);
+    Testing::fill_random(k, seed + 1, 1.5);
+    Testing::fill_random(v, seed + 2);
+    Testing::fill_random(dout, seed + 3);
+    const double scale = 1.0 / std::sqrt(double(D));
+    Testing::reference_fwd(q, k, v, rule, scale, o, lse);
+    Testing::reference_bwd(q, k, v, dout, rule, scale, dq, dk, dv);
+  }
+};
+
+/// Rows of g at the executor's positions of this rank's local rows.
+template <class E>
+HostTensor local_rows(const HostTensor& g, const E& ex, int c) {
+  HostTensor out("rows", g.extent(0), c, g.extent(2), g.extent(3));
+  for (int i = 0; i < c; ++i)
+    for (std::size_t b = 0; b < g.extent(0); ++b)
+      for (std::size_t h = 0; h < g.extent(2); ++h)
+        for (std::size_t d = 0; d < g.extent(3); ++d)
+          out(b, i, h, d) = g(b, ex.position(world_rank(), i), h, d);
+  return out;
+}
+
+std::string name_of(const ExecutorChoice& c) {
+  std::string n = to_string(c.kind);
+  if (c.kind == ExecutorKind::Hybrid) n += "-U" + std::to_string(c.ulysses_degree) + "-" + to_string(c.inner);
+  return n;
+}
+
+TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
+  Comm comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  const int P = world_size();
+  const LocalProblem p{1, 12, 12, P == 3 ? 3 : 2, 16};
+  const int N = P * p.local_seq;
+  std::vector<ExecutorChoice> choices;
+  for (ExecutorKind k : kAllExecutorKinds) {
+    ExecutorChoice c;
+    c.kind = k;
+    choices.push_back(c);
+  }
+  if (P == 4) {
+    ExecutorChoice c;
+    c.kind           = ExecutorKind::Hybrid;
+    c.ulysses_degree = 2;
+    c.inner          = ExecutorKind::Grid2DO;
+    choices.push_back(c);
+  }
+  struct Case {
+    bool causal;
+    Window window;
+  };
+  const std::vector<Case> cases{{true, {5, 0}}, {true, {17, 0}}, {true, {0, 0}}, {false, {4, 6}}, {false, {0, 9}}};
+  const std::uint64_t seed = shared_seed();
+  for (const Case& wc : cases) {
+    ExecutorOptions o;
+    o.causal = wc.causal;
+    o.window = wc.window;
+    const Global g(p.batch, N, p.heads, p.kv_heads, p.head_dim, o.mask_rule(), seed);
+    for (const ExecutorChoice& c : choices) {
+      if (!wc.causal && (c.kind == ExecutorKind::RingVanilla || c.kind == ExecutorKind::RingBalanced)) continue;
+      const std::string what = name_of(c) + (wc.causal ? " causal" : " full") + " window {" +
+                               std::to_string(wc.window.left) + "," + std::to_string(wc.window.right) + "} P=" +
+                               std::to_string(P) + " seed " + std::to_string(seed);
+      auto ex = make_attention<T>(comm, Exec(), p, c, o);
+      const auto q = to_device<T>(local_rows(g.q, *ex, p.local_seq), "q");
+      const auto k = to_device<T>(local_rows(g.k, *ex, p.local_seq), "k");
+      const auto v = to_device<T>(local_rows(g.v, *ex, p.local_seq), "v");
+      const auto dout = to_device<T>(local_rows(g.dout, *ex, p.local_seq), "do");
+      Tensor4<T, Mem> o_("o", p.batch, p.local_seq, p.heads, p.head_dim);
+      Tensor4<T, Mem> dq("dq", p.batch, p.local_seq, p.heads, p.head_dim);
+      Tensor4<T, Mem> dk("dk", p.batch, p.local_seq, p.kv_heads, p.head_dim);
+      Tensor4<T, Mem> dv("dv", p.batch, p.local_seq, p.kv_heads, p.head_dim);
+      RowStats<T, Mem> lse("lse", p.batch, p.heads, p.local_seq);
+      ex->forward(q, k, v, o_, lse);
+      ex->backward(q, k, v, o_, dout, lse, dq, dk, dv);
+      Exec().fence();
+      EXPECT_LE(Testing::rel_error(to_host(o_), local_rows(g.o, *ex, p.local_seq)), 1e-12) << "o " << what;
+      EXPECT_LE(Testing::rel_error(to_host(dq), local_rows(g.dq, *ex, p.local_seq)), 1e-11) << "dq " << what;
+      EXPECT_LE(Testing::rel_error(to_host(dk), local_rows(g.dk, *ex, p.local_seq)), 1e-11) << "dk " << what;
+      EXPECT_LE(Testing::rel_error(to_host(dv), local_rows(g.dv, *ex, p.local_seq)), 1e-11) << "dv " << what;
+      const auto hl = stats_to_host(lse);
+      double lerr = 0;
+      for (int b = 0; b < p.batch; ++b)
+        for (int h = 0; h < p.heads; ++h)
+          for (int i = 0; i < p.local_seq; ++i)
+            lerr = std::max(lerr, std::fabs(hl(b, h, i) - g.lse(b, h, ex->position(world_rank(), i))));
+      EXPECT_LE(lerr, 1e-11) << "lse " << what;
+    }
+  }
+}
+
+// A negative window side is refused when the executor is built, on every rank.
+TEST(ExecutorWindows, NegativeSideIsRefused) {
+  Comm comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  const LocalProblem p{1, 12, 4, 2, 16};
+  ExecutorOptions o;
+  o.window = Window{-1, 0};
+  ExecutorChoice c;
+  c.kind = ExecutorKind::RingZigzag;
+  EXPECT_THROW(make_attention<T>(comm, Exec(), p, c, o), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace DistAttn::Test
