@@ -42,6 +42,8 @@ namespace {
   AGREED(ulysses_degree, Int)                    \
   AGREED(hybrid_inner, Executor)                 \
   AGREED(head_group, Int)                        \
+  AGREED(window_left, Int)                       \
+  AGREED(window_right, Int)                      \
   EXEMPT(memory_limit_bytes)
 
 /// A field as read from the caller's struct: enums as the int they hold (a C
@@ -71,6 +73,10 @@ static_assert(sizeof(RawConfig) == sizeof(distattn_attention_config),
 RawConfig read_config(const distattn_attention_config* c) {
   RawConfig r{};
   const char* base = reinterpret_cast<const char*>(c);
+  // A caller built against another version of the header may hand a shorter
+  // struct: read nothing past its version, which then fails the checks.
+  std::memcpy(&r.api_version, base + offsetof(distattn_attention_config, api_version), sizeof(r.api_version));
+  if (r.api_version != DISTATTN_C_API_VERSION) return r;
 #define DISTATTN_C_READ(name, ...)                                                                 \
   static_assert(sizeof(r.name) == sizeof(distattn_attention_config::name), "field size differs"); \
   std::memcpy(&r.name, base + offsetof(distattn_attention_config, name), sizeof(r.name));
@@ -145,6 +151,9 @@ void check_config(const char* where, const RawConfig& c, int P) {
   nonneg("grid_cols", c.grid_cols);
   nonneg("ulysses_degree", c.ulysses_degree);
   nonneg("head_group", c.head_group);
+  DISTATTN_REQUIRE(c.window_left >= -1 && c.window_right >= -1, where,
+                   "config->window_left = " << c.window_left << ", window_right = " << c.window_right
+                                            << ": each must be >= 0 tokens, or -1 for unbounded");
   if (c.executor == DISTATTN_HYBRID)
     DISTATTN_REQUIRE(c.hybrid_inner != DISTATTN_ULYSSES && c.hybrid_inner != DISTATTN_HYBRID, where,
                      "config->hybrid_inner = " << executor_name(c.hybrid_inner)
@@ -219,6 +228,8 @@ distattn_status distattn_attention_config_init(distattn_attention_config* config
     config->dtype        = DISTATTN_FP32;
     config->causal       = 1;
     config->hybrid_inner = DISTATTN_RING_ZIGZAG;
+    config->window_left  = -1;
+    config->window_right = -1;
   });
 }
 

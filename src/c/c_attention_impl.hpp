@@ -29,6 +29,8 @@ O executor_options(const distattn_attention_config& c) {
   o.attn.scale         = c.scale;
   o.head_group         = c.head_group;
   o.memory_limit_bytes = c.memory_limit_bytes;
+  o.window             = Window{c.window_left < 0 ? kUnboundedSpan : c.window_left,
+                    c.window_right < 0 ? kUnboundedSpan : c.window_right};
   return o;
 }
 

@@ -43,6 +43,9 @@ static double uniform(void) { /* splitmix64 -> [-1, 1) */
   return (double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
+/* Key window of the next problems and configs (-1: unbounded), as config_init leaves it. */
+static int64_t window_left_ = -1, window_right_ = -1;
+
 typedef struct {
   int B, N, H, Hkv, D, causal;
   double *q, *k, *v, *dout;        /* inputs */
@@ -60,7 +63,8 @@ static double* fresh(size_t n, int random) {
   return p;
 }
 
-/* Naive attention in double: P = softmax(scale q k^T) (causal: key <= query),
+/* Naive attention in double: P = softmax(scale q k^T) (causal: key <= query; the
+ * window: key within [query - left, query + right]),
  * O = P v; backward dV = P^T dO, dP = dO v^T, dS = P (dP - rowsum(dO * O)),
  * dQ = scale dS k, dK = scale dS^T q; K/V head of query head h: h / (H / Hkv). */
 static void reference(problem* p) {
@@ -71,24 +75,26 @@ static void reference(problem* p) {
     for (int h = 0; h < H; ++h) {
       const int g = h / (H / Hkv);
       for (int i = 0; i < N; ++i) {
-        const int last = p->causal ? i : N - 1;
+        int last        = p->causal ? i : N - 1;
+        const int first = window_left_ >= 0 && i - window_left_ > 0 ? (int)(i - window_left_) : 0;
+        if (!p->causal && window_right_ >= 0 && i + window_right_ < last) last = (int)(i + window_right_);
         double m = -INFINITY, l = 0, delta = 0;
-        for (int j = 0; j <= last; ++j) {
+        for (int j = first; j <= last; ++j) {
           double x = 0;
           for (int d = 0; d < D; ++d) x += p->q[at4(N, H, D, b, i, h, d)] * p->k[at4(N, Hkv, D, b, j, g, d)];
           s[j] = x * scale;
           if (s[j] > m) m = s[j];
         }
-        for (int j = 0; j <= last; ++j) l += exp(s[j] - m);
+        for (int j = first; j <= last; ++j) l += exp(s[j] - m);
         p->lse[((size_t)b * H + h) * N + i] = m + log(l);
-        for (int j = 0; j <= last; ++j) s[j] = exp(s[j] - m) / l; /* P row i */
+        for (int j = first; j <= last; ++j) s[j] = exp(s[j] - m) / l; /* P row i */
         for (int d = 0; d < D; ++d) {
           double x = 0;
-          for (int j = 0; j <= last; ++j) x += s[j] * p->v[at4(N, Hkv, D, b, j, g, d)];
+          for (int j = first; j <= last; ++j) x += s[j] * p->v[at4(N, Hkv, D, b, j, g, d)];
           p->o[at4(N, H, D, b, i, h, d)] = x;
           delta += x * p->dout[at4(N, H, D, b, i, h, d)];
         }
-        for (int j = 0; j <= last; ++j) {
+        for (int j = first; j <= last; ++j) {
           double dp = 0;
           for (int d = 0; d < D; ++d) dp += p->dout[at4(N, H, D, b, i, h, d)] * p->v[at4(N, Hkv, D, b, j, g, d)];
           const double ds = s[j] * (dp - delta);
@@ -195,6 +201,7 @@ static void check_executor_case(distattn_comm comm, distattn_executor executor, 
   distattn_attention_config_init(&cfg);
   cfg.executor = executor, cfg.hybrid_inner = inner, cfg.dtype = fp64 ? DISTATTN_FP64 : DISTATTN_FP32;
   cfg.batch = B, cfg.local_seq = c, cfg.heads = H, cfg.kv_heads = Hkv, cfg.head_dim = D, cfg.causal = causal;
+  cfg.window_left = window_left_, cfg.window_right = window_right_;
   distattn_attention attn = NULL;
   distattn_status st      = distattn_attention_create(comm, &cfg, &attn);
   CHECK(st == DISTATTN_SUCCESS, "create %s: %s", executor_name(executor), distattn_last_error());
@@ -276,13 +283,15 @@ static void check_executor_case(distattn_comm comm, distattn_executor executor, 
                          rel_error(&dv, fp64, p.dv, pos, B, c, N, Hkv, D)};
   const char* names[5] = {"O", "LSE", "dQ", "dK", "dV"};
   for (int x = 0; x < 5; ++x)
-    CHECK(err[x] <= tol, "%s%s%s %s causal=%d%s: %s rel_error %.3e > %.1e", executor_name(executor),
+    CHECK(err[x] <= tol, "%s%s%s %s causal=%d window=%lld,%lld%s: %s rel_error %.3e > %.1e", executor_name(executor),
           executor == DISTATTN_HYBRID ? "/" : "", executor == DISTATTN_HYBRID ? executor_name(inner) : "",
-          fp64 ? "fp64" : "fp32", causal, stale ? " (inputs recomputed in place)" : "", names[x], err[x], tol);
+          fp64 ? "fp64" : "fp32", causal, (long long)window_left_, (long long)window_right_,
+          stale ? " (inputs recomputed in place)" : "", names[x], err[x], tol);
   if (rank_ == 0)
-    printf("%-10s%-10s %s causal=%d%s  rel_error O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e\n",
+    printf("%-10s%-10s %s causal=%d window=%lld,%lld%s  rel_error O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e\n",
            executor_name(executor), executor == DISTATTN_HYBRID ? executor_name(inner) : "", fp64 ? "fp64" : "fp32",
-           causal, stale ? " recomputed" : "", err[0], err[1], err[2], err[3], err[4]);
+           causal, (long long)window_left_, (long long)window_right_, stale ? " recomputed" : "", err[0], err[1],
+           err[2], err[3], err[4]);
   CHECK(distattn_attention_invalidate_saved(attn) == DISTATTN_SUCCESS, "invalidate: %s", distattn_last_error());
 
   local_tensor* all[] = {&q, &k, &v, &o, &dout, &dq, &dk, &dv};
@@ -423,6 +432,8 @@ static const char* perturb(distattn_attention_config* c, int i) {
     case 11: c->ulysses_degree = 1; return "ulysses_degree";
     case 12: c->hybrid_inner = DISTATTN_RING_BALANCED; return "hybrid_inner";
     case 13: c->head_group = 1; return "head_group";
+    case 14: c->window_left = 3; return "window_left";
+    case 15: c->window_right = 2; return "window_right";
     default: return NULL;
   }
 }
@@ -585,6 +596,17 @@ int main(int argc, char** argv) {
   check_executor_case(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, 1, 0, 1);
   check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_GRID2D_O, 1, 1, 1);
   check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_RING_ZIGZAG, 0, 1, 1);
+  /* Key windows (narrower than a rank's 4 tokens and wider): causal sliding on
+   * every executor, local bidirectional on those that visit every block. */
+  window_left_ = 2, window_right_ = -1;
+  for (int e = DISTATTN_RING_VANILLA; e <= DISTATTN_ULYSSES; ++e)
+    check_executor(comm, (distattn_executor)e, DISTATTN_RING_ZIGZAG, 1, 1);
+  check_executor(comm, DISTATTN_HYBRID, DISTATTN_GRID2D_O, 0, 1);
+  window_left_ = 5, window_right_ = 3;
+  check_executor(comm, DISTATTN_RING_ZIGZAG, DISTATTN_RING_ZIGZAG, 1, 0);
+  check_executor(comm, DISTATTN_GRID2D_O, DISTATTN_RING_ZIGZAG, 1, 0);
+  check_executor(comm, DISTATTN_ULYSSES, DISTATTN_RING_ZIGZAG, 0, 0);
+  window_left_ = window_right_ = -1;
   check_errors(comm);
   check_agreement(comm);
 

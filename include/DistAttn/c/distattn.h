@@ -47,7 +47,7 @@ extern "C" {
 
 /* Bumped on any incompatible change of this header; distattn_api_version()
  * reports the version the library was built with. */
-#define DISTATTN_C_API_VERSION 1
+#define DISTATTN_C_API_VERSION 2 /* 2: distattn_attention_config gained the key window */
 
 #if defined(_WIN32)
 #define DISTATTN_C_EXPORT __declspec(dllexport)
@@ -106,6 +106,12 @@ typedef struct distattn_attention_config {
   distattn_executor hybrid_inner; /* DISTATTN_HYBRID: RING_* or GRID2D_* */
   int head_group;                 /* kv heads per pass; 0: chosen from memory */
   size_t memory_limit_bytes;      /* workspace bound per rank; 0: free device memory */
+  /* Key window in tokens: the query at global position p sees keys in
+   * [p - window_left, p + window_right] (window_right is 0 when causal);
+   * -1 leaves a side unbounded (the default). {W, 0} with causal = 1 is the
+   * causal sliding window of width W. */
+  int64_t window_left;
+  int64_t window_right;
 } distattn_attention_config;
 
 /* One tensor argument: data, shape, and strides in elements, outermost first
