@@ -24,9 +24,11 @@
 
 #include <DistAttn/core/types.hpp>
 #include <DistAttn/impl/cuda/attn_params.hpp>
+#include <DistAttn/impl/kernel_notice.hpp>
 #include <DistAttn/impl/tensor_arg_from_view.hpp>
 
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 namespace DistAttn::Impl {
@@ -52,9 +54,24 @@ bool unit_last(const V& v) {
 template <class V, class T>
 inline constexpr bool value_is_v = std::is_same<typename V::non_const_value_type, T>::value;
 
-/// The tuned kernels know dense causal and full masks only (AttnMaskParams); every
-/// entry point below declines a window or documents, so those run on the portable
-/// kernels rather than silently unmasked.
+/// Whether the tuned kernels cover this head_dim and mask. They know dense causal
+/// and full masks only (AttnMaskParams): every entry point declines a window or
+/// documents, so those run on the portable kernels rather than silently unmasked,
+/// and the first decline of each kind says so (impl/kernel_notice.hpp).
+template <class QV>
+bool covered(const QV& q, const Mask& mask) {
+  const int d = int(q.extent(3));
+  if (!cuda::attn_head_dim_supported(d)) {
+    note_portable_fallback("head_dim " + std::to_string(d));
+    return false;
+  }
+  if (!mask.is_dense()) {
+    note_portable_fallback(mask.docs.any() ? "packed documents" : "key windows");
+    return false;
+  }
+  return true;
+}
+
 inline cuda::AttnMaskParams mask_params(const Mask& mask) {
   cuda::AttnMaskParams mp;
   mp.causal   = mask.is_causal() ? 1 : 0;
@@ -100,7 +117,7 @@ struct TunedAttnFwdUpdate<Kokkos::Cuda, T> {
                   !value_is_v<StatV, float>) {
       return false;
     } else {
-      if (!cuda::attn_head_dim_supported(int(q.extent(3))) || !mask.is_dense()) return false;
+      if (!covered(q, mask)) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(acc)) return false;
       cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);
       p.acc = tensor_rows<float*>(acc);
@@ -123,7 +140,7 @@ struct TunedAttnFwdDirect<Kokkos::Cuda, T> {
                   !value_is_v<LseV, float>) {
       return false;
     } else {
-      if (!cuda::attn_head_dim_supported(int(q.extent(3))) || !mask.is_dense()) return false;
+      if (!covered(q, mask)) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(o)) return false;
       if (o.data() == nullptr) return false;  // null o would mean update mode to the kernels
       cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);  // acc, m, l stay null
@@ -145,7 +162,7 @@ struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
                   !value_is_v<LseV, float> || !value_is_v<DeltaV, float> || !value_is_v<GQV, float> || !value_is_v<GKV, float>) {
       return false;
     } else {
-      if (!cuda::attn_head_dim_supported(int(q.extent(3))) || !mask.is_dense()) return false;
+      if (!covered(q, mask)) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(dout) || !unit_last(dq) ||
           !unit_last(dk) || !unit_last(dv))
         return false;
