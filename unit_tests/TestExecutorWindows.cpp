@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
-// Key windows (ExecutorOptions::window) through every executor, built by the
-// registry: each rank's rows of o, LSE, dQ, dK, dV against the fp64 reference of
-// the whole sequence under the same window, rows taken where the executor's token
-// layout puts them (AnyAttention::position). Windows narrower than a rank's
-// chunk, wider than it, and a window of the query alone; causal and not.
+// Key windows and packed documents (ExecutorOptions::window, ::documents) through
+// every executor, built by the registry: each rank's rows of o, LSE, dQ, dK, dV
+// against the fp64 reference of the whole sequence under the same mask, rows
+// taken where the executor's token layout puts them (AnyAttention::position).
+// Windows narrower than a rank's chunk, wider than it, and a window of the query
+// alone; documents across rank boundaries, of one token, and with a window;
+// causal and not.
 
 #include "mpi_test_helpers.hpp"
 #include "test_helpers.hpp"
@@ -76,18 +78,28 @@ TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
   struct Case {
     bool causal;
     Window window;
+    std::vector<std::int64_t> docs;
   };
-  const std::vector<Case> cases{{true, {5, 0}}, {true, {17, 0}}, {true, {0, 0}}, {false, {4, 6}}, {false, {0, 9}}};
+  // Documents over N = 12 P tokens: boundaries inside chunks, a one-token document.
+  std::vector<std::int64_t> docs{0};
+  for (std::int64_t x : {7, 8, 20, 31, 44})
+    if (x < N) docs.push_back(x);
+  docs.push_back(N);
+  const std::vector<Case> cases{{true, {5, 0}, {}},  {true, {17, 0}, {}}, {true, {0, 0}, {}},
+                                {false, {4, 6}, {}}, {false, {0, 9}, {}}, {true, {}, docs},
+                                {false, {}, docs},   {true, {3, 0}, docs}, {false, {2, 5}, docs}};
   const std::uint64_t seed = shared_seed();
   for (const Case& wc : cases) {
     ExecutorOptions o;
     o.causal = wc.causal;
-    o.window = wc.window;
+    o.window    = wc.window;
+    o.documents = wc.docs;
     const Global g(p.batch, N, p.heads, p.kv_heads, p.head_dim, o.mask_rule(), seed);
     for (const ExecutorChoice& c : choices) {
       if (!wc.causal && (c.kind == ExecutorKind::RingVanilla || c.kind == ExecutorKind::RingBalanced)) continue;
       const std::string what = name_of(c) + (wc.causal ? " causal" : " full") + " window {" +
-                               std::to_string(wc.window.left) + "," + std::to_string(wc.window.right) + "} P=" +
+                               std::to_string(wc.window.left) + "," + std::to_string(wc.window.right) + "} documents " +
+                               std::to_string(wc.docs.size()) + " P=" +
                                std::to_string(P) + " seed " + std::to_string(seed);
       auto ex = make_attention<T>(comm, Exec(), p, c, o);
       const auto q = to_device<T>(local_rows(g.q, *ex, p.local_seq), "q");
@@ -117,15 +129,34 @@ TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
   }
 }
 
-// A negative window side is refused when the executor is built, on every rank.
-TEST(ExecutorWindows, NegativeSideIsRefused) {
+// A negative window side and malformed document offsets are refused when the
+// executor is built, on every rank.
+TEST(ExecutorWindows, BadMasksAreRefused) {
   Comm comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
   const LocalProblem p{1, 12, 4, 2, 16};
-  ExecutorOptions o;
-  o.window = Window{-1, 0};
+  const std::int64_t N = 12 * world_size();
   ExecutorChoice c;
   c.kind = ExecutorKind::RingZigzag;
-  EXPECT_THROW(make_attention<T>(comm, Exec(), p, c, o), InvalidArgument);
+  auto refused = [&](const ExecutorOptions& o, const char* what) {
+    try {
+      make_attention<T>(comm, Exec(), p, c, o);
+      ADD_FAILURE() << what << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  ExecutorOptions o;
+  o.window = Window{-1, 0};
+  refused(o, "window");
+  for (const std::vector<std::int64_t>& d : {std::vector<std::int64_t>{1, N}, {0, 5, 3, N}, {0, N + 1}, {0}}) {
+    ExecutorOptions od;
+    od.documents = d;
+    refused(od, "documents");
+  }
+  ExecutorOptions full;  // a short last offset is a padded tail, exact only when causal
+  full.causal    = false;
+  full.documents = {0, N - 1};
+  refused(full, "documents");
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ using Impl::member_count;
 // (ExecutorOptions, AttnOptions) or to the executor's construction_fields, and
 // to the table of the test below; then update the count.
 static_assert(member_count<AttnOptions>() == 5, "AttnOptions changed: see the comment above");
-static_assert(member_count<ExecutorOptions>() == 8, "ExecutorOptions changed: see the comment above");
+static_assert(member_count<ExecutorOptions>() == 9, "ExecutorOptions changed: see the comment above");
 static_assert(member_count<RingOptions>() == 2, "RingOptions changed: see the comment above");
 static_assert(member_count<Grid2DOptions>() == 2, "Grid2DOptions changed: see the comment above");
 static_assert(member_count<UlyssesOptions>() == 2, "UlyssesOptions changed: see the comment above");
@@ -66,6 +66,7 @@ std::vector<Mutation> agreed_mutations() {
   return {{"causal", [](ExecutorOptions& o) { o.causal = !o.causal; }},
           {"window_left", [](ExecutorOptions& o) { o.window.left = 3; }},
           {"window_right", [](ExecutorOptions& o) { o.window.right = 2; }},
+          {"documents", [](ExecutorOptions& o) { o.documents = {0, 1, std::int64_t(4) * world_size()}; }},  // N = kC P
           {"scale", [](ExecutorOptions& o) { o.attn.scale = 0.5; }},
           {"kernel_path", [](ExecutorOptions& o) { o.attn.path = KernelPath::Portable; }},
           {"check_finite", [](ExecutorOptions& o) { o.attn.check_finite = !o.attn.check_finite; }},
@@ -79,7 +80,7 @@ std::vector<Mutation> free_mutations() {
           {"memory_limit_bytes", [](ExecutorOptions& o) { o.memory_limit_bytes = std::size_t(1) << 40; }}};
 }
 // (window is one field with two rows in the agreed table, one per side)
-static_assert(member_count<ExecutorOptions>() - 1 + member_count<AttnOptions>() - 1 == 8 + 3,
+static_assert(member_count<ExecutorOptions>() - 1 + member_count<AttnOptions>() - 1 == 9 + 3,
               "every ExecutorOptions/AttnOptions field but attn and mask is in one table above");
 
 constexpr int kB = 1, kC = 4, kD = 8;

@@ -21,6 +21,10 @@ struct ExecutorOptions {
   /// positions before its own and `right` after (right is clipped to 0 when
   /// causal). Unbounded by default; {W, 0} is the causal sliding window of width W.
   Window window{};
+  /// Packed documents: global offsets (cu_seqlens: the first 0, non-decreasing, the
+  /// last N, or for causal attention at most N with the padded tail after it); a
+  /// query sees keys of its own document only. Empty: one sequence.
+  std::vector<std::int64_t> documents{};
   /// scale, kernel path and check_finite; the executor sets every tile's mask.
   /// check_finite is off here: set attn.check_finite to scan q, k, v (and dO)
   /// for NaN/Inf at the entry of every pass (an extra read and a host wait).
@@ -50,14 +54,30 @@ struct ExecutorOptions {
 
   /// The global mask these options ask for: causality and the window, on global
   /// token positions (executors place it on each block with Mask::on_block).
-  Mask mask_rule() const { return (causal ? Mask::causal() : Mask::none()).with_window(window); }
+  /// The documents are read from this object's host vector.
+  Mask mask_rule() const {
+    const Mask m = (causal ? Mask::causal() : Mask::none()).with_window(window);
+    return documents.empty() ? m : m.with_documents(Documents{documents.data(), int(documents.size()) - 1});
+  }
 };
 
-/// The checks of the shared options every executor makes when it is built.
-inline void check_shared_options(const char* where, const ExecutorOptions& o) {
+/// The checks of the shared options every executor makes when it is built, over a
+/// global sequence of n tokens (padding included).
+inline void check_shared_options(const char* where, const ExecutorOptions& o, std::int64_t n) {
   DISTATTN_REQUIRE(o.recv_delay_ms >= 0, where, "recv_delay_ms must be >= 0, got " << o.recv_delay_ms);
   DISTATTN_REQUIRE(o.window.left >= 0 && o.window.right >= 0, where,
                    "window sides must be >= 0 tokens, got left=" << o.window.left << ", right=" << o.window.right);
+  const auto& d = o.documents;
+  if (d.empty()) return;
+  DISTATTN_REQUIRE(d.size() >= 2 && d.size() - 1 <= std::size_t(1) << 30, where,
+                   "documents: " << d.size() << " offsets; give the first (0) and one past each document's end");
+  DISTATTN_REQUIRE(d.front() == 0, where, "documents: the first offset must be 0, got " << d.front());
+  for (std::size_t i = 1; i < d.size(); ++i)
+    DISTATTN_REQUIRE(d[i] >= d[i - 1], where,
+                     "documents: offsets must not decrease, got " << d[i - 1] << " then " << d[i] << " at " << i);
+  DISTATTN_REQUIRE(d.back() == n || (o.causal && d.back() < n), where,
+                   "documents: the last offset must be the sequence length " << n << (o.causal ? " (or less: a padded tail)" : "")
+                                                                           << ", got " << d.back());
 }
 
 /// One schedule step of a pass on this rank (PassStats::timeline): when it began

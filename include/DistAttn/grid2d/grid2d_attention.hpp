@@ -49,6 +49,7 @@
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/exec/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/kernel_documents.hpp>
 #include <DistAttn/grid2d/impl/grid2d_buffers.hpp>
 #include <DistAttn/impl/head_groups.hpp>
 #include <DistAttn/exec/impl/pass_recorder.hpp>
@@ -315,7 +316,7 @@ class Grid2DAttention {
                                           << " (the cyclic layout gives every rank N/P tokens). "
                                           << pad_advice(seq_len, P, opts.causal));
     DISTATTN_REQUIRE(seq_len / P <= std::int64_t(1) << 30, where, "N/P=" << seq_len / P << " is too large");
-    check_shared_options(where, opts);
+    check_shared_options(where, opts, seq_len);
     DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
                      "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
                                     << ")");
@@ -414,7 +415,9 @@ class Grid2DAttention {
   std::size_t kv_words() const { return std::size_t(B_) * n_ * group_ * D_; }        // one K (or V) shard
   std::size_t row_words() const { return std::size_t(B_) * group_heads() * n_; }     // one stats shard
 
-  Mask mask(PositionMap qpos, PositionMap kpos) const { return opts_.mask_rule().on_block(qpos, kpos); }
+  Mask mask(PositionMap qpos, PositionMap kpos) const {
+    return kdocs_.for_kernels(opts_.mask_rule()).on_block(qpos, kpos);
+  }
   AttnOptions task_options(const Mask& m) const {
     AttnOptions ao  = opts_.attn.with_mask(m);
     ao.check_finite = false;
@@ -1006,6 +1009,7 @@ class Grid2DAttention {
   int R_, C_, r_, c_, n_;
   Grid2DLayout layout_;
   Grid2DOptions opts_;
+  Impl::KernelDocuments<Mem> kdocs_{opts_.documents};
   Impl::PassRecorder<Exec, Grid2DStats> rec_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_;

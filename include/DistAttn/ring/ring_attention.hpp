@@ -55,6 +55,7 @@
 #include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/exec/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/kernel_documents.hpp>
 #include <DistAttn/impl/head_groups.hpp>
 #include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
@@ -262,7 +263,7 @@ class RingAttention {
       zigzag_fwd(x, x, q, k, v);
     } else {
       timed([&] {
-        AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_, opts_.mask_rule()));
+        AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_, kernel_rule()));
         attention_fwd_update(compute_, q, k, v, buf_.own, ao);
       });
     }
@@ -274,7 +275,7 @@ class RingAttention {
       wait_all_on(in_reqs[s], st.recv_input.active());
       if (st.compute) {
         const ComputeTask& task = *st.compute;
-        const AttnOptions ao    = task_options(task.mask(c_, opts_.mask_rule()));
+        const AttnOptions ao    = task_options(task.mask(c_, kernel_rule()));
         if (zigzag()) {
           zigzag_fwd(x, task.k_chunk, q, buf_.kbuf[s], buf_.vbuf[s]);
         } else if (task.own_query) {
@@ -375,7 +376,7 @@ class RingAttention {
       zigzag_bwd(x, x, q, k, v, dout, lse, buf_.gk, buf_.gv);
     } else {
       timed([&] {
-        AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_, opts_.mask_rule()));
+        AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_, kernel_rule()));
         attention_bwd_update(compute_, q, k, v, dout, lse, buf_.delta, buf_.gq, buf_.gk, buf_.gv, ao);
       });
     }
@@ -387,7 +388,7 @@ class RingAttention {
       wait_all_on(in_reqs[s], st.recv_input.active());
       if (st.compute) {
         const ComputeTask& task = *st.compute;
-        const AttnOptions ao    = task_options(task.mask(c_, opts_.mask_rule()));
+        const AttnOptions ao    = task_options(task.mask(c_, kernel_rule()));
         if (task.own_query) {
           Kokkos::deep_copy(compute_, buf_.sdk[s], Acc(0));
           Kokkos::deep_copy(compute_, buf_.sdv[s], Acc(0));
@@ -438,7 +439,7 @@ class RingAttention {
                                                         << ")");
     DISTATTN_REQUIRE(heads % kv_heads == 0, where,
                      "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
-    check_shared_options(where, opts);
+    check_shared_options(where, opts, std::int64_t(P) * chunk);
     DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
                      "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
                          << " schedule skips every block above the diagonal, so it computes causal attention only");
@@ -475,11 +476,11 @@ class RingAttention {
     const int h = c_ / 2;
     for (int a = 0; a < 2; ++a)
       for (int b = 0; b < 2; ++b) {
-        const Mask m = opts_.mask_rule().on_block(layout_.piece(qrank, a), layout_.piece(krank, b));
-        switch (m.relation(0, h, 0, h)) {
+        const PositionMap qp = layout_.piece(qrank, a), kp = layout_.piece(krank, b);
+        switch (opts_.mask_rule().on_block(qp, kp).relation(0, h, 0, h)) {  // host offsets
           case Relation::Skip: break;
           case Relation::Full: f(a, b, Mask::none()); break;
-          case Relation::Partial: f(a, b, m); break;
+          case Relation::Partial: f(a, b, kernel_rule().on_block(qp, kp)); break;
         }
       }
   }
@@ -500,6 +501,8 @@ class RingAttention {
     });
   }
 
+  /// The options' mask with its documents read where the kernels run.
+  Mask kernel_rule() const { return kdocs_.for_kernels(opts_.mask_rule()); }
   AttnOptions task_options(const Mask& mask) const {
     AttnOptions ao  = opts_.attn.with_mask(mask);
     ao.check_finite = false;
@@ -683,6 +686,7 @@ class RingAttention {
   Exec compute_;
   int B_, c_, H_, Hkv_, D_;
   RingOptions opts_;
+  Impl::KernelDocuments<Mem> kdocs_{opts_.documents};
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_, stage_do_;
   Impl::StagedInput<Acc, Mem> stage_lse_;

@@ -44,6 +44,7 @@
 #include <DistAttn/comm.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/exec/impl/executor_inputs.hpp>
+#include <DistAttn/exec/impl/kernel_documents.hpp>
 #include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/ulysses/head_exchange.hpp>
 #include <DistAttn/schedule/ulysses_types.hpp>
@@ -191,7 +192,7 @@ class UlyssesAttention {
     DISTATTN_REQUIRE(batch > 0 && chunk > 0 && head_dim > 0, where,
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", head_dim=" << head_dim
                                                         << ")");
-    check_shared_options(where, opts);
+    check_shared_options(where, opts, std::int64_t(P) * chunk);
     DISTATTN_REQUIRE(opts.head_group == 0 || opts.head_group == kv_heads, where,
                      "head_group=" << opts.head_group << ": Ulysses runs its ranks' heads in one pass (head "
                                    << "chunking is implemented for the ring kinds); use 0");
@@ -206,7 +207,7 @@ class UlyssesAttention {
   }
 
   AttnOptions tile_options() const {
-    AttnOptions ao  = opts_.attn.with_mask(opts_.mask_rule().on_block({0, 1}, {0, 1}));  // contiguous: natural order
+    AttnOptions ao  = opts_.attn.with_mask(kdocs_.for_kernels(opts_.mask_rule()).on_block({0, 1}, {0, 1}));  // contiguous: natural order
     ao.check_finite = false;
     return ao;
   }
@@ -258,6 +259,7 @@ class UlyssesAttention {
   Exec compute_;
   int B_, c_, H_, Hkv_, D_;
   UlyssesOptions opts_;
+  Impl::KernelDocuments<typename Exec::memory_space> kdocs_{opts_.documents};
   Impl::PassRecorder<Exec, UlyssesStats> rec_;
   Exchange x_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;

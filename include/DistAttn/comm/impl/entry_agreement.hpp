@@ -57,6 +57,15 @@ ConfigField enum_field(const char* name, E v) {
   return {name, std::int64_t(v), [](std::int64_t x) { return std::string(to_string(E(x))); }};
 }
 
+/// FNV-1a of the document offsets: the ranks must hold the same ones, and the
+/// agreement exchanges fixed-size fields only.
+inline std::int64_t offsets_hash(const std::vector<std::int64_t>& offsets) {
+  std::uint64_t x = 14695981039346656037ull;
+  for (std::int64_t o : offsets)
+    for (int b = 0; b < 8; ++b) x = (x ^ ((std::uint64_t(o) >> (8 * b)) & 0xffu)) * 1099511628211ull;
+  return std::int64_t(x);
+}
+
 /// The fields of ExecutorOptions that change what a pass computes or whether it
 /// communicates. Not listed: fence_each_pass and recv_delay_ms (timing only) and
 /// memory_limit_bytes (a rank's own budget; the ranks settle the head group it
@@ -66,6 +75,8 @@ inline std::vector<ConfigField> option_fields(const ExecutorOptions& o, int head
   return {bool_field("causal", o.causal),
           {"window_left", o.window.left},
           {"window_right", o.window.right},
+          {"documents", std::int64_t(o.documents.size())},
+          {"document_offsets_hash", offsets_hash(o.documents)},
           real_field("scale", resolved_scale(o.attn, head_dim)),
           enum_field("kernel_path", o.attn.path),
           bool_field("check_finite", o.attn.check_finite),
