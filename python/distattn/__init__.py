@@ -38,6 +38,20 @@ def resolve_schedule(schedule, causal, local_seq):
     return "balanced" if causal else "grid2d-o"
 
 
+def _window_bounds(window):
+    """(window_left, window_right) for the C ABI from `window`: None is unbounded (-1, -1), an int
+    W >= 0 is (W, 0), a pair (left, right) of ints >= 0 is itself. Anything else: ValueError."""
+    if window is None:
+        return -1, -1
+    is_int = lambda x: isinstance(x, int) and not isinstance(x, bool) and x < 2**63  # int64 in the C ABI
+    if is_int(window) and window >= 0:
+        return window, 0
+    if isinstance(window, (tuple, list)) and len(window) == 2 and all(is_int(x) and x >= 0 for x in window):
+        return int(window[0]), int(window[1])
+    raise ValueError(f"distattn.attention: window: expected None, an int W >= 0 (the causal sliding window "
+                     f"(W, 0)) or a pair (left, right) of ints >= 0, got {window!r}")
+
+
 def _check_tensors(q, k, v, layout):
     info = _lib.info()
     cuda_build = info["cuda"]
@@ -73,10 +87,14 @@ def attention(q, k, v, group=None, schedule="auto", causal=True, scale=None, lay
     ("sbhd"); k, v: the same with kv_heads (dividing heads). Each rank passes the tokens the
     schedule's layout gives it (distattn.shard). Returns o, shaped like q, and with
     return_lse=True also the log-sum-exp [batch, heads, local_seq] (fp32; fp64 for fp64 inputs;
-    not differentiable). scale: None for 1/sqrt(head_dim). Collective over the group."""
-    if cu_seqlens is not None or window is not None:
-        raise NotImplementedError("distattn.attention: cu_seqlens and window are not supported yet "
-                                  "(document masks and windows come with issue #37)")
+    not differentiable). scale: None for 1/sqrt(head_dim). window: the key window, None for
+    unbounded; (left, right) with ints >= 0: the query at global position p sees keys in
+    [p - left, p + right]; an int W is (W, 0), with causal=True the sliding window of W + 1 keys
+    (p - W ... p). With causal=True the library clips right to 0. Collective over the group."""
+    if cu_seqlens is not None:
+        raise NotImplementedError("distattn.attention: cu_seqlens is not supported yet "
+                                  "(document masks come with issue #37)")
+    window_left, window_right = _window_bounds(window)
     if layout == "thd":
         raise NotImplementedError("distattn.attention: layout 'thd' needs cu_seqlens (issue #37)")
     if layout not in LAYOUTS:
@@ -96,7 +114,7 @@ def attention(q, k, v, group=None, schedule="auto", causal=True, scale=None, lay
         raise ValueError(f"distattn.attention: scale: expected None or a positive finite number, got {scale!r}")
     kind = resolve_schedule(schedule, causal, s)
     comm = _comm.get(group)
-    o, lse = _ops.attention_op(q, k, v, comm.id, kind, bool(causal), float(scale))
+    o, lse = _ops.attention_op(q, k, v, comm.id, kind, bool(causal), float(scale), window_left, window_right)
     if layout == "sbhd":
         o = o.transpose(0, 1)
     return (o, lse.detach()) if return_lse else o
@@ -104,18 +122,21 @@ def attention(q, k, v, group=None, schedule="auto", causal=True, scale=None, lay
 
 class DistributedAttention(torch.nn.Module):
     """distattn.attention as a module: forward(q, k, v) with the options given here (shapes
-    are per call)."""
+    are per call). `window` is checked here, when the module is made."""
 
-    def __init__(self, group=None, schedule="auto", causal=True, scale=None, layout="bshd"):
+    def __init__(self, group=None, schedule="auto", causal=True, scale=None, layout="bshd", window=None):
         super().__init__()
+        _window_bounds(window)
         self.group, self.schedule, self.causal, self.scale, self.layout = group, schedule, causal, scale, layout
+        self.window = window
 
     def forward(self, q, k, v, return_lse=False):
         return attention(q, k, v, group=self.group, schedule=self.schedule, causal=self.causal, scale=self.scale,
-                         layout=self.layout, return_lse=return_lse)
+                         layout=self.layout, return_lse=return_lse, window=self.window)
 
     def extra_repr(self):
-        return f"schedule={self.schedule!r}, causal={self.causal}, scale={self.scale}, layout={self.layout!r}"
+        return (f"schedule={self.schedule!r}, causal={self.causal}, scale={self.scale}, layout={self.layout!r}, "
+                f"window={self.window!r}")
 
 
 def token_positions(seq_len, group=None, schedule="auto", causal=True, rank=None, heads=None, kv_heads=None):

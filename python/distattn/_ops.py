@@ -2,20 +2,23 @@
 """The torch ops over the C ABI and their autograd.
 
 Two ops, in the namespace `distattn`:
-  attention_fwd(q, k, v, comm, schedule, causal, scale) -> (o, lse)
-  attention_bwd(dout, q, k, v, o, lse, comm, schedule, causal, scale) -> (dq, dk, dv)
+  attention_fwd(q, k, v, comm, schedule, causal, scale, window_left, window_right) -> (o, lse)
+  attention_bwd(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right)
+      -> (dq, dk, dv)
 q, o, dout, dq: [batch, local_seq, heads, head_dim]; k, v, dk, dv: [batch, local_seq, kv_heads,
 head_dim] (any positive strides); lse: [batch, heads, local_seq], fp32 (fp64 for fp64 inputs).
 `comm` is a communicator id (_comm.Communicator.id), `schedule` an executor name (never
-"auto": distattn.attention resolves it), `scale` 0.0 for 1/sqrt(head_dim).
+"auto": distattn.attention resolves it), `scale` 0.0 for 1/sqrt(head_dim), `window_left`/`window_right` the key window in tokens (the
+query at global position p sees keys in [p - window_left, p + window_right]; -1 leaves a side
+unbounded; the library clips window_right to 0 when causal).
 
 One registration path per torch API, chosen by feature detection:
   torch >= 2.4: torch.library.custom_op + register_fake + register_autograd;
   older (Debian's 1.13): torch.library.Library define/impl (CPU, CUDA, and Meta for the
   fake implementation) and a torch.autograd.Function calling the ops.
 
-Executors are cached by (communicator, schedule, dtype, shape, causal, scale): shapes are per
-call. Saved inputs: an executor keeps what its last forward derived from q, k, v for its
+Executors are cached by (communicator, schedule, dtype, shape, causal, scale, window): shapes
+are per call. Saved inputs: an executor keeps what its last forward derived from q, k, v for its
 backward. Before each backward the package compares the backward's q, k, v (data pointer
 and torch version counter) with those of the executor's last forward and calls
 distattn_attention_invalidate_saved when any differs; when they agree, the C ABI still
@@ -42,13 +45,15 @@ def lse_dtype(dtype):
 class Executor:
     """One distattn_attention (collective to create)."""
 
-    def __init__(self, comm, schedule, dtype, batch, local_seq, heads, kv_heads, head_dim, causal, scale):
+    def __init__(self, comm, schedule, dtype, batch, local_seq, heads, kv_heads, head_dim, causal, scale,
+                 window_left, window_right):
         L = _lib.lib()
         cfg = _lib.Config()
         _lib.check(L.distattn_attention_config_init(ctypes.byref(cfg)))
         cfg.executor, cfg.dtype = EXECUTORS[schedule], DTYPES[dtype]
         cfg.batch, cfg.local_seq, cfg.heads, cfg.kv_heads = batch, local_seq, heads, kv_heads
         cfg.head_dim, cfg.causal, cfg.scale = head_dim, int(causal), float(scale)
+        cfg.window_left, cfg.window_right = int(window_left), int(window_right)
         h = ctypes.c_void_p()
         _lib.check(L.distattn_attention_create(comm.handle, ctypes.byref(cfg), ctypes.byref(h)))
         self._h, self.comm, self.local_seq = h, comm, local_seq
@@ -85,11 +90,13 @@ def _close_all():
 _lib._closers.append(_close_all)
 
 
-def executor(comm_id, schedule, dtype, batch, local_seq, heads, kv_heads, head_dim, causal, scale):
+def executor(comm_id, schedule, dtype, batch, local_seq, heads, kv_heads, head_dim, causal, scale,
+             window_left=-1, window_right=-1):
     """The cached executor for these options (made, collectively, on first use). Every rank
     makes the same calls in the same order, so eviction (least recently used beyond
     MAX_EXECUTORS) is the same on every rank; destroying is local."""
-    key = (comm_id, schedule, dtype, batch, local_seq, heads, kv_heads, head_dim, bool(causal), float(scale))
+    key = (comm_id, schedule, dtype, batch, local_seq, heads, kv_heads, head_dim, bool(causal), float(scale),
+           int(window_left), int(window_right))
     e = _executors.get(key)
     if e is None:
         e = Executor(_comm.by_id(comm_id), *key[1:])
@@ -121,13 +128,13 @@ def _stream(device):
     return None
 
 
-def _executor_for(q, k, comm, schedule, causal, scale):
+def _executor_for(q, k, comm, schedule, causal, scale, window_left, window_right):
     b, s, h, d = q.shape
-    return executor(comm, schedule, q.dtype, b, s, h, k.shape[2], d, causal, scale)
+    return executor(comm, schedule, q.dtype, b, s, h, k.shape[2], d, causal, scale, window_left, window_right)
 
 
-def fwd_impl(q, k, v, comm, schedule, causal, scale):
-    e = _executor_for(q, k, comm, schedule, causal, scale)
+def fwd_impl(q, k, v, comm, schedule, causal, scale, window_left, window_right):
+    e = _executor_for(q, k, comm, schedule, causal, scale, window_left, window_right)
     b, s, h, _ = q.shape
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((b, h, s), dtype=lse_dtype(q.dtype), device=q.device)
@@ -138,8 +145,8 @@ def fwd_impl(q, k, v, comm, schedule, causal, scale):
     return o, lse
 
 
-def bwd_impl(dout, q, k, v, o, lse, comm, schedule, causal, scale):
-    e = _executor_for(q, k, comm, schedule, causal, scale)
+def bwd_impl(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right):
+    e = _executor_for(q, k, comm, schedule, causal, scale, window_left, window_right)
     if e.last_forward != _stamp(q, k, v):
         _lib.check(_lib.lib().distattn_attention_invalidate_saved(e.handle))
     dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
@@ -149,18 +156,20 @@ def bwd_impl(dout, q, k, v, o, lse, comm, schedule, causal, scale):
     return dq, dk, dv
 
 
-def fwd_fake(q, k, v, comm, schedule, causal, scale):
+def fwd_fake(q, k, v, comm, schedule, causal, scale, window_left, window_right):
     b, s, h, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=lse_dtype(q.dtype))
 
 
-def bwd_fake(dout, q, k, v, o, lse, comm, schedule, causal, scale):
+def bwd_fake(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
-FWD_SCHEMA = "(Tensor q, Tensor k, Tensor v, int comm, str schedule, bool causal, float scale) -> (Tensor, Tensor)"
+FWD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, int comm, str schedule, bool causal, float scale, "
+              "int window_left, int window_right) -> (Tensor, Tensor)")
 BWD_SCHEMA = ("(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, int comm, str schedule, "
-              "bool causal, float scale) -> (Tensor, Tensor, Tensor)")
+              "bool causal, float scale, int window_left, int window_right) -> (Tensor, Tensor, Tensor)")
+N_OPTS = 6  # the non-tensor inputs of attention_fwd (comm ... window_right): no gradient
 
 if USE_CUSTOM_OP:
     from typing import Tuple
@@ -169,34 +178,35 @@ if USE_CUSTOM_OP:
 
     @torch.library.custom_op("distattn::attention_fwd", mutates_args=())
     def attention_fwd(q: Tensor, k: Tensor, v: Tensor, comm: int, schedule: str, causal: bool,
-                      scale: float) -> Tuple[Tensor, Tensor]:
-        return fwd_impl(q, k, v, comm, schedule, causal, scale)
+                      scale: float, window_left: int, window_right: int) -> Tuple[Tensor, Tensor]:
+        return fwd_impl(q, k, v, comm, schedule, causal, scale, window_left, window_right)
 
     @torch.library.custom_op("distattn::attention_bwd", mutates_args=())
     def attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, comm: int,
-                      schedule: str, causal: bool, scale: float) -> Tuple[Tensor, Tensor, Tensor]:
-        return bwd_impl(dout, q, k, v, o, lse, comm, schedule, causal, scale)
+                      schedule: str, causal: bool, scale: float, window_left: int,
+                      window_right: int) -> Tuple[Tensor, Tensor, Tensor]:
+        return bwd_impl(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right)
 
     torch.library.register_fake("distattn::attention_fwd", fwd_fake)
     torch.library.register_fake("distattn::attention_bwd", bwd_fake)
 
     def _setup_context(ctx, inputs, output):
-        q, k, v, comm, schedule, causal, scale = inputs
+        q, k, v, comm, schedule, causal, scale, window_left, window_right = inputs
         o, lse = output
         ctx.save_for_backward(q, k, v, o, lse)
-        ctx.opts = (comm, schedule, causal, scale)
+        ctx.opts = (comm, schedule, causal, scale, window_left, window_right)
 
     def _backward(ctx, dout, dlse):
         q, k, v, o, lse = ctx.saved_tensors
         if dout is None:
-            return (None,) * 7
+            return (None,) * (3 + N_OPTS)
         dq, dk, dv = torch.ops.distattn.attention_bwd(dout, q, k, v, o, lse, *ctx.opts)
-        return dq, dk, dv, None, None, None, None
+        return (dq, dk, dv) + (None,) * N_OPTS
 
     torch.library.register_autograd("distattn::attention_fwd", _backward, setup_context=_setup_context)
 
-    def attention_op(q, k, v, comm, schedule, causal, scale):
-        return torch.ops.distattn.attention_fwd(q, k, v, comm, schedule, causal, scale)
+    def attention_op(q, k, v, comm, schedule, causal, scale, window_left=-1, window_right=-1):
+        return torch.ops.distattn.attention_fwd(q, k, v, comm, schedule, causal, scale, window_left, window_right)
 
 else:
     _library = torch.library.Library("distattn", "DEF")
@@ -213,10 +223,11 @@ else:
 
     class _Attention(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, comm, schedule, causal, scale):
-            o, lse = torch.ops.distattn.attention_fwd(q, k, v, comm, schedule, causal, scale)
+        def forward(ctx, q, k, v, comm, schedule, causal, scale, window_left, window_right):
+            o, lse = torch.ops.distattn.attention_fwd(q, k, v, comm, schedule, causal, scale, window_left,
+                                                      window_right)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.opts = (comm, schedule, causal, scale)
+            ctx.opts = (comm, schedule, causal, scale, window_left, window_right)
             ctx.mark_non_differentiable(lse)
             return o, lse
 
@@ -224,7 +235,7 @@ else:
         def backward(ctx, dout, dlse):
             q, k, v, o, lse = ctx.saved_tensors
             dq, dk, dv = torch.ops.distattn.attention_bwd(dout, q, k, v, o, lse, *ctx.opts)
-            return dq, dk, dv, None, None, None, None
+            return (dq, dk, dv) + (None,) * N_OPTS
 
-    def attention_op(q, k, v, comm, schedule, causal, scale):
-        return _Attention.apply(q, k, v, comm, schedule, causal, scale)
+    def attention_op(q, k, v, comm, schedule, causal, scale, window_left=-1, window_right=-1):
+        return _Attention.apply(q, k, v, comm, schedule, causal, scale, window_left, window_right)

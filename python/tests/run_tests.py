@@ -36,22 +36,32 @@ def rand(*shape, dtype=torch.float64):
     return torch.randn(*shape, generator=GEN, dtype=torch.float64).to(dtype)
 
 
-def reference(q, k, v, causal=True, scale=None):
-    """Plain softmax(q k^T * scale) v in float64 on global [b, S, h, d] tensors, with lse."""
+def allowed(S, causal=True, window=None):
+    """The dense [query, key] mask of S global positions, built here from the definition and
+    nowhere else: key j is seen from query p iff p - left <= j <= p + right (window None:
+    unbounded; an int W: (W, 0)) and, when causal, j <= p."""
+    left, right = (S, S) if window is None else (window, 0) if isinstance(window, int) else window
+    p = torch.arange(S)[:, None]
+    j = torch.arange(S)[None, :]
+    ok = (j >= p - left) & (j <= p + right)
+    return ok & (j <= p) if causal else ok
+
+
+def reference(q, k, v, causal=True, scale=None, window=None):
+    """Plain softmax(q k^T * scale) v in float64 on global [b, S, h, d] tensors, with lse, under
+    the mask `allowed` builds (every query sees at least its own key)."""
     q, k, v = (t.to(torch.float64) for t in (q, k, v))
     h, hk, d = q.shape[2], k.shape[2], q.shape[3]
     k, v = (t.repeat_interleave(h // hk, dim=2) for t in (k, v))
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale or 1.0 / math.sqrt(d))
-    if causal:
-        S = q.shape[1]
-        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    s = s.masked_fill(~allowed(q.shape[1], causal, window), float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
     return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), v), lse
 
 
-def reference_grads(q, k, v, do, causal=True, scale=None):
+def reference_grads(q, k, v, do, causal=True, scale=None, window=None):
     q, k, v = (t.detach().to(torch.float64).requires_grad_() for t in (q, k, v))
-    o, lse = reference(q, k, v, causal, scale)
+    o, lse = reference(q, k, v, causal, scale, window)
     o.backward(do.to(torch.float64))
     return o.detach(), lse.detach(), q.grad, k.grad, v.grad
 
@@ -78,11 +88,14 @@ SCHEDULES_CAUSAL = ["zigzag", "ulysses", "balanced", "ring", "grid2d-o", "grid2d
 SCHEDULES_FULL = ["zigzag", "ulysses", "grid2d-o", "grid2d-no"]
 
 
-def run_case(schedule, causal, dtype, b=2, S=None, h=4, hk=2, d=8, scale=None, layout="bshd"):
-    """Distributed forward and backward against the float64 reference on fresh inputs."""
+def run_case(schedule, causal, dtype, b=2, S=None, h=4, hk=2, d=8, scale=None, layout="bshd", window=None,
+             ref_window="same"):
+    """Distributed forward and backward against the float64 reference on fresh inputs. The
+    reference's window is `window` unless ref_window says otherwise."""
     S = S or 8 * P
     q, k, v, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
-    o_ref, lse_ref, dq_ref, dk_ref, dv_ref = reference_grads(q, k, v, do, causal, scale)
+    ref_window = window if ref_window == "same" else ref_window
+    o_ref, lse_ref, dq_ref, dk_ref, dv_ref = reference_grads(q, k, v, do, causal, scale, ref_window)
     sh = lambda x: distattn.shard(x.to(dtype), schedule=schedule, causal=causal, heads=h, kv_heads=hk)[0]
     ql, kl, vl, dol = (sh(t).requires_grad_() for t in (q, k, v)), None, None, sh(do)
     ql, kl, vl = ql
@@ -90,7 +103,7 @@ def run_case(schedule, causal, dtype, b=2, S=None, h=4, hk=2, d=8, scale=None, l
     if layout == "sbhd":
         args = tuple(t.detach().transpose(0, 1).contiguous().requires_grad_() for t in args)
     o, lse = distattn.attention(*args, schedule=schedule, causal=causal, scale=scale, layout=layout,
-                                return_lse=True)
+                                return_lse=True, window=window)
     if layout == "sbhd":
         o.backward(dol.transpose(0, 1))
         o = o.transpose(0, 1)
@@ -120,6 +133,28 @@ def test_reference_every_schedule():
     return "max error " + ", ".join(lines)
 
 
+def test_window_every_schedule():
+    """Key windows (issue #37) against the float64 reference with the windowed mask, forward and
+    backward, fp64 and fp32: causal sliding windows W=3 (inside a rank's chunk) and W=11 (wider
+    than the 8 tokens a rank holds) on every schedule; bidirectional (4, 2) and (9, 5) with full
+    attention on the schedules that compute it; causal with right > 0 clipped to 0."""
+    lines = []
+    for dtype in (torch.float64, torch.float32):
+        for causal, scheds, windows in ((True, SCHEDULES_CAUSAL, (3, (11, 0))),
+                                        (False, SCHEDULES_FULL, ((4, 2), (9, 5)))):
+            for s in scheds:
+                err = max(run_case(s, causal, dtype, window=w) for w in windows)
+                lines.append(f"{s}/{'causal' if causal else 'full'}/{str(dtype)[6:]}: {err:.1e}")
+    # causal=True clips the right side: (3, 5) is (3, 0)
+    for s in ("zigzag", "ulysses", "grid2d-o"):
+        run_case(s, True, torch.float64, window=(3, 5), ref_window=(3, 0))
+    # sbhd, GQA with an explicit scale, a longer sequence (windows across several ranks' chunks)
+    run_case("zigzag", True, torch.float64, layout="sbhd", window=5)
+    run_case("ulysses", False, torch.float64, scale=0.3, window=(2, 6))
+    run_case("zigzag", True, torch.float64, S=24 * P, window=17)
+    return "max error " + ", ".join(lines)
+
+
 def test_layout_scale_shapes():
     """sbhd layout, an explicit scale, and shapes changing from call to call (executors cached)."""
     run_case("zigzag", True, torch.float64, layout="sbhd")
@@ -131,16 +166,21 @@ def test_layout_scale_shapes():
 
 
 def test_gradcheck():
-    """torch.autograd.gradcheck in fp64 on small shapes (zigzag and Ulysses; 1 rank)."""
+    """torch.autograd.gradcheck in fp64 on small shapes (zigzag, Ulysses, Attention2D; 1 rank),
+    without and with a key window (causal W=2; (1, 2) with full attention) on 6 tokens; the
+    output against the windowed reference too."""
     if P != 1:
         return "SKIP: gradcheck runs on 1 rank"
     for schedule in ("zigzag", "ulysses", "grid2d-o"):
-        for causal in (True, False):
-            q = rand(1, 4, 2, 3).requires_grad_()
-            k, v = rand(1, 4, 1, 3).requires_grad_(), rand(1, 4, 1, 3).requires_grad_()
-            fn = lambda q, k, v: distattn.attention(q, k, v, schedule=schedule, causal=causal)
-            assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-6, atol=1e-8, rtol=1e-6)
-    return "zigzag, ulysses, grid2d-o; causal and full"
+        for causal, window in ((True, None), (False, None), (True, 2), (False, (1, 2))):
+            q = rand(1, 6, 2, 3).requires_grad_()
+            k, v = rand(1, 6, 1, 3).requires_grad_(), rand(1, 6, 1, 3).requires_grad_()
+            fn = lambda q, k, v: distattn.attention(q, k, v, schedule=schedule, causal=causal, window=window)
+            assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-6, atol=1e-8, rtol=1e-6), (schedule, window)
+            un = lambda x: distattn.unshard(x, schedule=schedule, causal=causal)
+            o_ref = reference(*(un(t.detach()) for t in (q, k, v)), causal=causal, window=window)[0]
+            close(f"{schedule} {causal} {window} o", un(fn(q, k, v).detach()), o_ref, 1e-12)
+    return "zigzag, ulysses, grid2d-o; causal and full; unwindowed and windowed"
 
 
 def test_stale_saved_inputs():
@@ -157,12 +197,12 @@ def test_stale_saved_inputs():
             q2, k2, v2, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
             ql, kl, vl = sh(q1), sh(k1), sh(v1)
             comm = distattn._comm.get(None).id
-            _ops.fwd_impl(ql, kl, vl, comm, schedule, True, 0.0)  # E saves state for values 1
+            _ops.fwd_impl(ql, kl, vl, comm, schedule, True, 0.0, -1, -1)  # E saves state for values 1
             for t, new in ((ql, q2), (kl, k2), (vl, v2)):
                 (t.data if via_data else t).copy_(sh(new))
             o2, lse2 = _ops.fwd_impl(ql.clone(), kl.clone(), vl.clone(), comm, schedule, True,
-                                     1.0 / math.sqrt(d))
-            dq, dk, dv = _ops.bwd_impl(sh(do), ql, kl, vl, o2, lse2, comm, schedule, True, 0.0)
+                                     1.0 / math.sqrt(d), -1, -1)
+            dq, dk, dv = _ops.bwd_impl(sh(do), ql, kl, vl, o2, lse2, comm, schedule, True, 0.0, -1, -1)
             _, _, dq_ref, dk_ref, dv_ref = reference_grads(q2, k2, v2, do)
             un = lambda x: distattn.unshard(x, schedule=schedule, heads=h, kv_heads=hk)
             for name, g, ref in (("dq", dq, dq_ref), ("dk", dk, dk_ref), ("dv", dv, dv_ref)):
@@ -209,6 +249,11 @@ def test_bad_input():
     expect_error(ValueError, ["scale"], lambda: A(q, k, k, scale=-1.0))
     expect_error(NotImplementedError, ["cu_seqlens", "#37"], lambda: A(q, k, k, cu_seqlens=torch.zeros(2)))
     expect_error(NotImplementedError, ["thd", "#37"], lambda: A(q, k, k, layout="thd"))
+    bad_windows = (-1, -3, (2, -1), (-1, -1), (1,), (1, 2, 3), 2.0, (1.0, 0), "3", True, (True, 0), [None, 1],
+                   {1: 2}, 2**63)
+    for w in bad_windows:
+        expect_error(ValueError, ["window", repr(w)], lambda: A(q, k, k, window=w))
+        expect_error(ValueError, ["window", repr(w)], lambda: distattn.DistributedAttention(window=w))
     expect_error(TypeError, ["v", "torch.Tensor"], lambda: A(q, k, [1.0]))
     # Causal-only schedules asked for full attention, and odd local_seq for zigzag: the C ABI
     # refuses on every rank, as DistAttnInvalidArgument (a ValueError).
@@ -223,7 +268,7 @@ def test_bad_input():
         expect_error(distattn.DistAttnError, ["local_seq"], lambda: A(qr, kr, kr, schedule="zigzag"))
     # and the package still works afterwards
     run_case("zigzag", True, torch.float64)
-    return "13 local checks, C ABI errors on every rank"
+    return f"{13 + 2 * len(bad_windows)} local checks, C ABI errors on every rank"
 
 
 def test_fake_and_module():
@@ -231,9 +276,9 @@ def test_fake_and_module():
     and the position ids cover the sequence once."""
     q = torch.empty(2, 6, 4, 8, device="meta", dtype=torch.float32)
     k = torch.empty(2, 6, 2, 8, device="meta", dtype=torch.float32)
-    o, lse = torch.ops.distattn.attention_fwd(q, k, k, 1, "zigzag", True, 0.0)
+    o, lse = torch.ops.distattn.attention_fwd(q, k, k, 1, "zigzag", True, 0.0, 3, 0)
     assert o.shape == q.shape and o.device.type == "meta" and lse.shape == (2, 4, 6) and lse.dtype == torch.float32
-    dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, 1, "zigzag", True, 0.0)
+    dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, 1, "zigzag", True, 0.0, 3, 0)
     assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
     m = distattn.DistributedAttention(schedule="zigzag")
     S = 8 * P
@@ -245,6 +290,12 @@ def test_fake_and_module():
         assert torch.equal(distattn.unshard(xl, schedule=s), x), s
     q, k, v = (distattn.shard(rand(2, S, 4, 8), schedule="zigzag")[0] for _ in range(3))
     assert torch.equal(m(q, k, v), distattn.attention(q, k, v, schedule="zigzag"))
+    mw = distattn.DistributedAttention(schedule="zigzag", window=3)
+    assert "window=3" in repr(mw), repr(mw)
+    ow = mw(q, k, v)
+    assert torch.equal(ow, distattn.attention(q, k, v, schedule="zigzag", window=(3, 0)))
+    close("module window=3", distattn.unshard(ow, schedule="zigzag"),
+          reference(*(distattn.unshard(t, schedule="zigzag") for t in (q, k, v)), window=3)[0], 1e-10)
     return f"{'custom_op' if distattn.USE_CUSTOM_OP else 'Library + autograd.Function'} path, torch {torch.__version__}"
 
 
@@ -255,9 +306,10 @@ def test_custom_op_path():
     q = distattn.shard(rand(1, 8 * P, 2, 4), schedule="zigzag")[0].requires_grad_()
     k = distattn.shard(rand(1, 8 * P, 1, 4), schedule="zigzag")[0].requires_grad_()
     comm = distattn._comm.get(None).id
-    torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, k, comm, "zigzag", True, 0.0),
-                          test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
-    return "opcheck passed"
+    for w in ((-1, -1), (3, 0)):
+        torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, k, comm, "zigzag", True, 0.0) + w,
+                              test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+    return "opcheck passed (unbounded and window (3, 0))"
 
 
 def test_torch_group():
@@ -310,7 +362,8 @@ def test_torch_group():
     return f"torch rank {trank} = MPI rank {RANK}"
 
 
-TESTS = [test_bad_input, test_fake_and_module, test_reference_every_schedule, test_layout_scale_shapes,
+TESTS = [test_bad_input, test_fake_and_module, test_reference_every_schedule, test_window_every_schedule,
+         test_layout_scale_shapes,
          test_gradcheck, test_stale_saved_inputs, test_shared_executor_two_layers, test_custom_op_path,
          test_torch_group]
 

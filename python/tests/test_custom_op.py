@@ -25,28 +25,35 @@ if not distattn.USE_CUSTOM_OP:
     sys.exit(0)
 
 
-def _scores(q, k, causal, scale):
+def _scores(q, k, causal, scale, window_left, window_right):
     h, hk, d = q.shape[2], k.shape[2], q.shape[3]
     k = k.repeat_interleave(h // hk, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale or 1.0 / math.sqrt(d))
+    n = q.shape[1]
+    p = torch.arange(n, device=q.device)[:, None]
+    j = torch.arange(n, device=q.device)[None, :]
+    ok = torch.ones(n, n, dtype=torch.bool, device=q.device)
+    if window_left >= 0:
+        ok = ok & (j >= p - window_left)
+    if window_right >= 0:
+        ok = ok & (j <= p + window_right)
     if causal:
-        n = q.shape[1]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    return s
+        ok = ok & (j <= p)
+    return s.masked_fill(~ok, float("-inf"))
 
 
-def fwd_standin(q, k, v, comm, schedule, causal, scale):
-    s = _scores(q, k, causal, scale)
+def fwd_standin(q, k, v, comm, schedule, causal, scale, window_left, window_right):
+    s = _scores(q, k, causal, scale, window_left, window_right)
     lse = torch.logsumexp(s, dim=-1)
     vv = v.repeat_interleave(q.shape[2] // v.shape[2], dim=2)
     o = torch.einsum("bhqk,bkhd->bqhd", torch.exp(s - lse[..., None]), vv)
     return o.contiguous(), lse.to(_ops.lse_dtype(q.dtype)).contiguous()
 
 
-def bwd_standin(dout, q, k, v, o, lse, comm, schedule, causal, scale):
+def bwd_standin(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right):
     g = q.shape[2] // k.shape[2]
     sc = scale or 1.0 / math.sqrt(q.shape[3])
-    p = torch.exp(_scores(q, k, causal, scale) - lse[..., None].to(q.dtype))
+    p = torch.exp(_scores(q, k, causal, scale, window_left, window_right) - lse[..., None].to(q.dtype))
     vv, kk = (t.repeat_interleave(g, dim=2) for t in (v, k))
     dvv = torch.einsum("bhqk,bqhd->bkhd", p, dout)
     dp = torch.einsum("bqhd,bkhd->bhqk", dout, vv)
@@ -85,29 +92,32 @@ def t_opcheck():
     q = torch.randn(1, 6, 4, 8, dtype=torch.float64, requires_grad=True)
     k = torch.randn(1, 6, 2, 8, dtype=torch.float64, requires_grad=True)
     v = torch.randn(1, 6, 2, 8, dtype=torch.float64, requires_grad=True)
-    torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, v, 1, "zigzag", True, 0.0))
-    o, lse = torch.ops.distattn.attention_fwd(q, k, v, 1, "zigzag", True, 0.0)
-    do = torch.randn_like(o)
-    torch.library.opcheck(torch.ops.distattn.attention_bwd.default,
-                          (do, q.detach(), k.detach(), v.detach(), o.detach(), lse.detach(), 1, "zigzag", True, 0.0))
-    return "attention_fwd and attention_bwd"
+    for w in ((-1, -1), (2, 0), (1, 3)):
+        torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, v, 1, "zigzag", w[1] == 0, 0.0) + w)
+        o, lse = torch.ops.distattn.attention_fwd(q, k, v, 1, "zigzag", w[1] == 0, 0.0, *w)
+        do = torch.randn_like(o)
+        torch.library.opcheck(torch.ops.distattn.attention_bwd.default,
+                              (do, q.detach(), k.detach(), v.detach(), o.detach(), lse.detach(), 1, "zigzag",
+                               w[1] == 0, 0.0) + w)
+    return "attention_fwd and attention_bwd; unbounded, causal (2, 0), full (1, 3) windows"
 
 
 def t_gradcheck():
     q = torch.randn(1, 4, 2, 3, dtype=torch.float64, requires_grad=True)
     k = torch.randn(1, 4, 1, 3, dtype=torch.float64, requires_grad=True)
     v = torch.randn(1, 4, 1, 3, dtype=torch.float64, requires_grad=True)
-    for causal in (True, False):
-        assert torch.autograd.gradcheck(lambda q, k, v: distattn.attention(q, k, v, causal=causal), (q, k, v))
+    for causal, window in ((True, None), (False, None), (True, 2), (False, (1, 2))):
+        assert torch.autograd.gradcheck(lambda q, k, v: distattn.attention(q, k, v, causal=causal, window=window),
+                                        (q, k, v))
 
 
 def t_fake():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
         q, k = torch.empty(2, 5, 4, 8), torch.empty(2, 5, 2, 8)
-        o, lse = torch.ops.distattn.attention_fwd(q, k, k, 1, "zigzag", True, 0.0)
+        o, lse = torch.ops.distattn.attention_fwd(q, k, k, 1, "zigzag", True, 0.0, 3, 0)
         assert o.shape == q.shape and lse.shape == (2, 4, 5) and lse.dtype == torch.float32
-        dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, 1, "zigzag", True, 0.0)
+        dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, 1, "zigzag", True, 0.0, 3, 0)
         assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
 
 
@@ -117,7 +127,7 @@ class Block(torch.nn.Module):
         self.h, self.hk, self.dh = h, hk, d // h
         self.wq = torch.nn.Linear(d, d)
         self.wkv = torch.nn.Linear(d, 2 * hk * self.dh)
-        self.attn = distattn.DistributedAttention(schedule="zigzag")
+        self.attn = distattn.DistributedAttention(schedule="zigzag", window=5)
         self.wo = torch.nn.Linear(d, d)
 
     def forward(self, x):
