@@ -7,6 +7,8 @@
 
 #include "driver_options.hpp"
 #include "driver_runs.hpp"
+#include "places.hpp"
+#include "run_context.hpp"
 #include "sync.hpp"
 
 #include <cstdlib>
@@ -22,6 +24,10 @@ int main(int argc, char** argv) {
   // NVLink multicast stays off unless the launcher says otherwise: on shared
   // hosts it can put the GPUs out of service. The library itself never sets it.
   setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  // The --json context records the command line as typed, before MPI and Kokkos
+  // take their options out of it.
+  DistAttn::Driver::start_info().argv.assign(argv, argv + argc);
+  DistAttn::Driver::start_info().date = DistAttn::Driver::utc_now_iso8601();
   MPI_Init(&argc, &argv);
   int rc = 0;
   {
@@ -58,6 +64,7 @@ int main(int argc, char** argv) {
         if (parsed && opts.help) {
           if (rank == 0) DistAttn::Driver::print_usage(std::cout);
         } else if (parsed) {
+          DistAttn::Driver::start_info().places = DistAttn::Driver::gather_places(DistAttn::Driver::this_place(), *sync);
           rc = DistAttn::Driver::run(opts, *sync);
         }
       } catch (const DistAttn::Driver::AgreedError& e) {

@@ -2,10 +2,11 @@
 #pragma once
 // distattn-run's results for people and programs: the verdict line that ends
 // every run, the warning before a long fp64 check, and the --json file
-// (configuration, per-rank compute, wait, bytes and step timeline, medians, check
+// (context: build, hosts, devices, versions, command line; configuration, per-rank compute, wait, bytes and step timeline, medians, check
 // errors, verdict; perf_tests/scripts/plot_results.py turns such files into PNGs).
 
 #include "driver_options.hpp"
+#include "run_context.hpp"
 #include "sync.hpp"
 
 #include "common/flops.hpp"
@@ -170,6 +171,7 @@ inline int finish(const Options& o, int P, RunResult& r, int rank) {
   if (o.json.empty()) return status;
   Json& d        = r.doc;
   d["program"]   = "distattn-run";
+  d["context"]   = context_json();
   d["config"]    = config_json(o, P);
   d["median"]    = {{"forward_s", tf}, {"backward_s", o.backward ? tb : 0.0}};
   d["iterations"] = {{"forward_s", r.forward_s}, {"backward_s", o.backward ? r.backward_s : std::vector<double>{}}};
