@@ -21,6 +21,7 @@
 #include <DistAttn/testing/reference.hpp>
 
 #include "common/args.hpp"
+#include "common/kokkos_args.hpp"
 
 #include <nlohmann/json.hpp>
 #include "common/flops.hpp"
@@ -202,8 +203,11 @@ void run(const Config& c, nlohmann::json& json) {
 }  // namespace
 }  // namespace DistAttn::Perf
 
-int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
+int main(int argc_all, char** argv_all) {
+  DistAttn::Perf::KokkosArgs args(argc_all, argv_all);
+  Kokkos::ScopeGuard guard(args.kokkos_argc(), args.kokkos_argv());
+  const int argc = args.tool_argc();
+  char** argv    = args.tool_argv();
   using namespace DistAttn::Perf;
   try {
     Config c;

@@ -42,6 +42,7 @@
 #include <DistAttn/testing/random_fill.hpp>
 
 #include "common/args.hpp"
+#include "common/kokkos_args.hpp"
 #include "common/timer.hpp"
 
 #if DISTATTN_ENABLE_MPI
@@ -419,7 +420,10 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
 #endif
-  Kokkos::initialize(argc, argv);
+  DistAttn::Perf::KokkosArgs args(argc, argv);
+  Kokkos::initialize(args.kokkos_argc(), args.kokkos_argv());
+  argc = args.tool_argc();
+  argv = args.tool_argv();
   int rc = 0;
   std::ostringstream discard;
   std::ostream& log = rank == 0 ? std::cout : discard;

@@ -12,6 +12,8 @@
 //                      [-J out.json] [--backend auto|mpi|nccl] [--staging auto|always]
 // Sizes accept K, M, G suffixes (powers of 1024). Exit status 1 if any byte is wrong.
 
+#include "common/kokkos_args.hpp"
+
 #include <DistAttn/DistAttn.hpp>
 
 #include <mpi.h>
@@ -62,7 +64,8 @@ std::size_t parse_size(const std::string& s) {
 
 void usage() {
   std::cout << "usage: sendrecv_perf [-b min_bytes] [-e max_bytes] [-f factor] [-w warmup] [-n iters]\n"
-               "                     [-c 0|1] [-J out.json] [--backend auto|mpi|nccl] [--staging auto|always]\n";
+               "                     [-c 0|1] [-J out.json] [--backend auto|mpi|nccl] [--staging auto|always]\n"
+               "                     [--kokkos-help (Kokkos' own options)]\n";
 }
 
 Options parse(int argc, char** argv) {
@@ -82,7 +85,7 @@ Options parse(int argc, char** argv) {
     else if (a == "-J") o.json = next();
     else if (a == "--backend") o.backend = next();
     else if (a == "--staging") o.staging = next();
-    else if (a == "-h" || a == "--help") { usage(); std::exit(0); }
+    else if (a == "-h" || a == "--help" || a == "--kokkos-help") { usage(); std::exit(0); }
     else throw InvalidArgument("sendrecv_perf: unknown option '" + a + "'");
   }
   if (o.min_bytes == 0 || o.max_bytes < o.min_bytes || o.factor <= 1.0 || o.iters < 1 || o.warmup < 0)
@@ -328,12 +331,13 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rc = 0;
   {
-    Kokkos::ScopeGuard kokkos(argc, argv);
+    DistAttn::Perf::KokkosArgs args(argc, argv);
+    Kokkos::ScopeGuard kokkos(args.kokkos_argc(), args.kokkos_argv());
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     try {
-      const Options o = parse(argc, argv);
+      const Options o = parse(args.tool_argc(), args.tool_argv());
       if (size > 1 && size % 2 != 0)
         throw InvalidArgument("sendrecv_perf: needs 1 rank or an even number of ranks (pairs 2k <-> 2k+1), got " +
                               std::to_string(size));

@@ -14,6 +14,7 @@
 // loop the portable tile used before.
 
 #include "common/args.hpp"
+#include "common/kokkos_args.hpp"
 #include "common/sgemm_rate.hpp"
 
 #include <KokkosBatched_Gemm_Decl.hpp>
@@ -85,8 +86,11 @@ void row(const char* name, int m, int n, int k, int samples) {
 }  // namespace
 }  // namespace DistAttn::Perf
 
-int main(int argc, char** argv) {
-  Kokkos::ScopeGuard guard(argc, argv);
+int main(int argc_all, char** argv_all) {
+  DistAttn::Perf::KokkosArgs args(argc_all, argv_all);
+  Kokkos::ScopeGuard guard(args.kokkos_argc(), args.kokkos_argv());
+  const int argc = args.tool_argc();
+  char** argv    = args.tool_argv();
   using namespace DistAttn::Perf;
   using KokkosBatched::Trans;
   try {

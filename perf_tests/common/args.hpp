@@ -27,6 +27,14 @@ inline std::vector<std::string> dtype_choices() {
   return c;
 }
 
+/// Lists --kokkos-help among the tool's options. Kokkos has printed its own by the
+/// time the tool parses; the tool then prints its help and stops, as for --help
+/// (parse_command_line, args.hpp).
+inline void add_kokkos_help(CLI::App& app) {
+  if (app.get_option_no_throw("--kokkos-help") == nullptr)
+    app.add_flag("--kokkos-help", "print Kokkos' own options (threads, device id, tools, ...), then these");
+}
+
 /// Integers in [lo, the type's maximum].
 template <class T>
 CLI::Range at_least(T lo) {
@@ -73,6 +81,7 @@ inline void decimal_numbers(CLI::App& app) {
 /// (the caller prints app.help()); throws InvalidArgument with CLI11's message
 /// (option, value, valid range or choices) on any error.
 inline bool parse_command_line(CLI::App& app, int argc, char** argv) {
+  add_kokkos_help(app);
   decimal_numbers(app);
   try {
     app.parse(argc, argv);
@@ -81,7 +90,7 @@ inline bool parse_command_line(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw InvalidArgument(std::string(e.what()) + " (--help lists the options)");
   }
-  return true;
+  return app.count("--kokkos-help") == 0;
 }
 
 }  // namespace DistAttn::Perf

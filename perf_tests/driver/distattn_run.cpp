@@ -5,6 +5,7 @@
 //
 //   mpiexec -n 4 distattn-run --schedule balanced --seq 4096 --heads 8 --kv-heads 2 --dim 64 --check
 
+#include "common/kokkos_args.hpp"
 #include "driver_options.hpp"
 #include "driver_runs.hpp"
 #include "places.hpp"
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rc = 0;
   {
-    Kokkos::ScopeGuard guard(argc, argv);
+    DistAttn::Perf::KokkosArgs args(argc, argv);
+    Kokkos::ScopeGuard guard(args.kokkos_argc(), args.kokkos_argv());
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     auto say = [rank](const char* what) {
@@ -54,7 +56,7 @@ int main(int argc, char** argv) {
       DistAttn::Driver::Options opts;
       bool parsed = false;
       try {
-        opts   = DistAttn::Driver::parse_options(argc, argv);
+        opts   = DistAttn::Driver::parse_options(args.tool_argc(), args.tool_argv());
         parsed = true;
       } catch (const std::exception& e) {
         say(e.what());

@@ -160,6 +160,7 @@ inline void print_usage(std::ostream& os) {
   int causal = 1;
   CLI::App app(kAbout, kName);
   add_options(app, o, causal);
+  Perf::add_kokkos_help(app);
   app.footer(kStart);
   os << app.help();
 }

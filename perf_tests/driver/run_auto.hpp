@@ -71,11 +71,25 @@ inline std::string device_tag() {
 #endif
 }
 
-/// The tile tables shipped with the project (perf_tests/data, a compile definition).
+/// Where the shipped tile tables are: beside an installed driver
+/// (<prefix>/share/distattn/tiles, DISTATTN_DRIVER_INSTALLED_TILES relative to its
+/// bin/), else the source tree's perf_tests/data (a driver run from its build tree).
+inline std::string tiles_dir() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = (exe.parent_path() / DISTATTN_DRIVER_INSTALLED_TILES).lexically_normal();
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
+  return DISTATTN_DRIVER_TILES_DIR;
+}
+
+/// The tile tables shipped with the project (tiles_dir()).
 inline std::vector<std::string> shipped_tile_tables() {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(DISTATTN_DRIVER_TILES_DIR, ec)) {
+  for (const auto& e : std::filesystem::directory_iterator(tiles_dir(), ec)) {
     const std::string n = e.path().filename().string();
     if (n.rfind("tiles_", 0) == 0 && e.path().extension() == ".txt") names.push_back(n);
   }
@@ -97,12 +111,12 @@ inline std::string tile_table(const Options& o) {
     if (pick.empty() || names_dim) pick = n;
     if (names_dim) break;
   }
-  if (!pick.empty()) return std::string(DISTATTN_DRIVER_TILES_DIR) + "/" + pick;
+  if (!pick.empty()) return tiles_dir() + "/" + pick;
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
   throw InvalidArgument("--schedule auto needs --tiles FILE: no shipped tile table matches this device (" +
                         device_tag() + ") and --dtype " + o.dtype + "; shipped: " +
-                        (list.empty() ? std::string("none found") : list) + " (in " + DISTATTN_DRIVER_TILES_DIR +
+                        (list.empty() ? std::string("none found") : list) + " (in " + tiles_dir() +
                         "); measure one with cost_calibrate");
 }
 

@@ -11,6 +11,7 @@
 // atomics, so its last bits vary from run to run); the run fails otherwise.
 
 #include "common/communicator_choice.hpp"
+#include "common/kokkos_args.hpp"
 #include "common/timer.hpp"
 #include "train_options.hpp"
 
@@ -287,9 +288,10 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, rc = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  Kokkos::initialize(argc, argv);
+  DistAttn::Perf::KokkosArgs args(argc, argv);
+  Kokkos::initialize(args.kokkos_argc(), args.kokkos_argv());
   try {
-    const auto o = DistAttn::Train::parse_options(argc, argv);
+    const auto o = DistAttn::Train::parse_options(args.tool_argc(), args.tool_argv());
     if (o.help) {
       if (rank == 0) DistAttn::Train::print_usage(std::cout);
     } else {

@@ -70,6 +70,7 @@ inline void print_usage(std::ostream& os) {
   std::string policy = "all";
   CLI::App app(kAbout, "distattn-train");
   add_options(app, o, policy);
+  Perf::add_kokkos_help(app);
   os << app.help();
 }
 
