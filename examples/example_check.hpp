@@ -1,25 +1,81 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // What the example programs (docs/api.md) share: the program frame (MPI, then
-// Kokkos), one rank's tensors, forward and backward with padded rows' dO zeroed,
-// and, besides the library, a global problem with fresh random inputs (identical on
-// every rank), its fp64 reference and the comparison of each rank's real rows
-// against it.
+// Kokkos, and one clear message instead of an abort when the library rejects the
+// job, e.g. a rank count the executor cannot use), one rank's tensors, forward and
+// backward with padded rows' dO zeroed, and, besides the library, a global problem
+// with fresh random inputs (identical on every rank), its fp64 reference written
+// out here from the definitions (the examples build against an installed DistAttn
+// alone) and the comparison of each rank's real rows against it.
 
 #include <DistAttn/DistAttn.hpp>
-#include <DistAttn/testing/reference.hpp>
 
 #include <mpi.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <random>
+#include <vector>
 
 namespace Example {
 
-using DistAttn::Testing::HostStats;
-using DistAttn::Testing::HostTensor;
+using HostTensor = Kokkos::View<double****, Kokkos::LayoutRight, Kokkos::HostSpace>;  // [B, N, heads, D]
+using HostStats  = Kokkos::View<double***, Kokkos::LayoutRight, Kokkos::HostSpace>;   // [B, heads, N]
+
+/// Uniform(-amp, amp) values from `seed`.
+inline void fill_random(const HostTensor& x, std::uint64_t seed, double amp = 1.0) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist(-amp, amp);
+  for (std::size_t i = 0; i < x.span(); ++i) x.data()[i] = dist(gen);
+}
+
+/// Causal attention in fp64, straight from the definitions: S = scale q k^T
+/// (key j <= query i), P = softmax(S), o = P v, lse = logsumexp(S); backward
+/// dV = P^T dO, dP = dO v^T, dS = P (dP - rowsum(dO o)), dQ = scale dS k,
+/// dK = scale dS^T q. Query head h reads key/value head h / (H / Hkv).
+inline void reference(const HostTensor& q, const HostTensor& k, const HostTensor& v, const HostTensor& dout,
+                      const HostTensor& o, const HostStats& lse, const HostTensor& dq, const HostTensor& dk,
+                      const HostTensor& dv) {
+  const int B = int(q.extent(0)), N = int(q.extent(1)), H = int(q.extent(2)), D = int(q.extent(3));
+  const int G = H / int(k.extent(2));
+  const double scale = 1.0 / std::sqrt(double(D));
+  Kokkos::deep_copy(dq, 0.0);
+  Kokkos::deep_copy(dk, 0.0);
+  Kokkos::deep_copy(dv, 0.0);
+  std::vector<double> p(static_cast<std::size_t>(N));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int i = 0; i < N; ++i) {
+        double mx = -INFINITY, sum = 0, delta = 0;
+        for (int j = 0; j <= i; ++j) {
+          double s = 0;
+          for (int d = 0; d < D; ++d) s += q(b, i, h, d) * k(b, j, h / G, d);
+          p[j] = scale * s;
+          mx   = std::fmax(mx, p[j]);
+        }
+        for (int j = 0; j <= i; ++j) sum += (p[j] = std::exp(p[j] - mx));
+        lse(b, h, i) = mx + std::log(sum);
+        for (int d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int j = 0; j <= i; ++j) acc += p[j] / sum * v(b, j, h / G, d);
+          o(b, i, h, d) = acc;
+          delta += dout(b, i, h, d) * acc;
+        }
+        for (int j = 0; j <= i; ++j) {
+          const double pj = p[j] / sum;
+          double dp       = 0;
+          for (int d = 0; d < D; ++d) dp += dout(b, i, h, d) * v(b, j, h / G, d);
+          const double ds = pj * (dp - delta);
+          for (int d = 0; d < D; ++d) {
+            dv(b, j, h / G, d) += pj * dout(b, i, h, d);
+            dq(b, i, h, d) += scale * ds * k(b, j, h / G, d);
+            dk(b, j, h / G, d) += scale * ds * q(b, i, h, d);
+          }
+        }
+      }
+}
 
 struct Problem {
   std::int64_t N;
@@ -33,13 +89,11 @@ struct Problem {
         lse("lse", B, H, N) {
     std::uint64_t seed = std::random_device{}();
     MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-    DistAttn::Testing::fill_random(q, seed, 1.5);
-    DistAttn::Testing::fill_random(k, seed + 1, 1.5);
-    DistAttn::Testing::fill_random(v, seed + 2);
-    DistAttn::Testing::fill_random(dout, seed + 3);
-    const double scale = 1.0 / std::sqrt(double(D));
-    DistAttn::Testing::reference_fwd(q, k, v, DistAttn::Mask::causal(), scale, o, lse);
-    DistAttn::Testing::reference_bwd(q, k, v, dout, DistAttn::Mask::causal(), scale, dq, dk, dv);
+    fill_random(q, seed, 1.5);
+    fill_random(k, seed + 1, 1.5);
+    fill_random(v, seed + 2);
+    fill_random(dout, seed + 3);
+    reference(q, k, v, dout, o, lse, dq, dk, dv);
   }
 
   /// Local row i of `x` <- global token layout.position(i). Rows past N (padding)
@@ -121,13 +175,24 @@ struct Problem {
 template <class F>
 int run_program(int argc, char** argv, F&& body) {
   MPI_Init(&argc, &argv);  // DistAttn calls MPI only from this thread
-  int status = 1;
+  int status = 1, rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   {
     Kokkos::ScopeGuard kokkos(argc, argv);
     using Exec = Kokkos::DefaultExecutionSpace;
     auto inst  = DistAttn::split_instances(Exec(), 2);
     auto comm  = DistAttn::Communicator<DistAttn::MpiSpace, Exec>::from_raw(MPI_COMM_WORLD, inst[0]);
-    status     = body(comm, inst[1]);
+    try {
+      status = body(comm, inst[1]);
+    } catch (const DistAttn::InvalidArgument& e) {
+      // Every rank rejects a bad argument together (a rank count the executor cannot
+      // use, say): one of them says why, and the program ends normally.
+      if (rank == 0) std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
+      status = 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s (rank %d): %s\n", argv[0], rank, e.what());
+      MPI_Abort(MPI_COMM_WORLD, 3);  // the other ranks may be waiting for this one
+    }
   }
   MPI_Finalize();
   return status;
