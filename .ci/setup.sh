@@ -4,7 +4,8 @@
 # (Kokkos 3.4.01 + Kokkos Kernels from Debian, OpenBLAS, Open MPI, GoogleTest,
 # CLI11, nlohmann-json, CMake; matplotlib for the plot test; torch, mpi4py and pip for the
 # Python package's tests, python/), then configures and
-# builds into ${BUILD_DIR:-build}. Sourced by main.sh/test.sh. OpenBLAS replaces
+# builds into ${BUILD_DIR:-build}: every target, or only DISTATTN_BUILD_TARGETS (a space-separated list; main.sh
+# builds the driver alone). Sourced by main.sh/test.sh. OpenBLAS replaces
 # Debian's reference BLAS (through the libblas.so.3 alternative) under Kokkos
 # Kernels, which the CPU tiles call for their products: 7-45x faster than the
 # reference BLAS at tile sizes.
@@ -45,5 +46,7 @@ JOBS=${JOBS:-$(nproc)}
 echo "== configuring in $BUILD_DIR"
 cmake -S "$SRC_DIR" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
   "-DMPIEXEC_PREFLAGS=$MPIEXEC_PREFLAGS" "${max_np_arg[@]}" ${CMAKE_EXTRA_ARGS:-} >/dev/null
-echo "== building with $JOBS jobs"
-cmake --build "$BUILD_DIR" -j "$JOBS"
+target_args=()
+for t in ${DISTATTN_BUILD_TARGETS:-}; do target_args+=(--target "$t"); done
+echo "== building ${DISTATTN_BUILD_TARGETS:-everything} with $JOBS jobs"
+cmake --build "$BUILD_DIR" -j "$JOBS" "${target_args[@]}"
