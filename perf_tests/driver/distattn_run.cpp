@@ -9,6 +9,7 @@
 #include "driver_options.hpp"
 #include "driver_runs.hpp"
 #include "places.hpp"
+#include "rank_map.hpp"
 #include "run_context.hpp"
 #include "sync.hpp"
 
@@ -66,8 +67,14 @@ int main(int argc, char** argv) {
         if (parsed && opts.help) {
           if (rank == 0) DistAttn::Driver::print_usage(std::cout);
         } else if (parsed) {
-          DistAttn::Driver::start_info().places = DistAttn::Driver::gather_places(DistAttn::Driver::this_place(), *sync);
-          rc = DistAttn::Driver::run(opts, *sync);
+          using namespace DistAttn::Driver;
+          Place mine = this_place();
+          if (opts.test_gpu >= 0) mine = {mine.host, "test GPU", "test-gpu-" + std::to_string(opts.test_gpu), opts.test_gpu};
+          auto& places = start_info().places = gather_places(mine, *sync);
+          if (rank == 0) std::cout << rank_map(places) << std::flush;
+          sync->agree(rank == 0 && !opts.allow_shared_gpu ? shared_gpu_error(places) : "",
+                      "the check of one rank per GPU");
+          rc = run(opts, *sync);
         }
       } catch (const DistAttn::Driver::AgreedError& e) {
         say(e.what());

@@ -40,13 +40,17 @@ struct Options {
   double progress_s = 10.0;   // seconds between progress lines on stderr (0: none)
   int test_stop_rank = -1;    // DISTATTN_DRIVER_TEST_FAULT=stop:R (tests only; see read_test_fault)
   int test_failures  = 0;     // DISTATTN_DRIVER_TEST_FAULT=fail:N
+  int test_gpu       = -1;    // DISTATTN_DRIVER_TEST_FAULT=gpu:N
+  bool allow_shared_gpu = false;  // run even where two ranks share a GPU
 };
 
 /// Faults the driver's own tests inject through the environment (no option: they
 /// are not part of the interface), DISTATTN_DRIVER_TEST_FAULT=
 ///   stop:R  rank R stops itself (SIGSTOP) after its first forward and backward,
 ///           before the driver's next collective: the others must end the job, naming R;
-///   fail:N  the run counts N more failures, as if N comparisons had failed.
+///   fail:N  the run counts N more failures, as if N comparisons had failed;
+///   gpu:N   every rank reports GPU N of its host as its own (the shared-GPU
+///           check on a machine without GPUs).
 inline void read_test_fault(Options& o) {
   const char* v = std::getenv("DISTATTN_DRIVER_TEST_FAULT");
   if (v == nullptr || *v == 0) return;
@@ -60,9 +64,10 @@ inline void read_test_fault(Options& o) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != number.size() || (kind != "stop" && kind != "fail"))
-    throw InvalidArgument("environment variable DISTATTN_DRIVER_TEST_FAULT='" + s + "' is not stop:RANK or fail:COUNT");
-  (kind == "stop" ? o.test_stop_rank : o.test_failures) = n;
+  if (used == 0 || used != number.size() || (kind != "stop" && kind != "fail" && kind != "gpu"))
+    throw InvalidArgument("environment variable DISTATTN_DRIVER_TEST_FAULT='" + s +
+                          "' is not stop:RANK, fail:COUNT or gpu:DEVICE");
+  (kind == "stop" ? o.test_stop_rank : kind == "fail" ? o.test_failures : o.test_gpu) = n;
 }
 
 /// "RxC" with R, C >= 1.
@@ -119,6 +124,9 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
   app.add_option("--auto-show", o.auto_show, "auto: ranked choices to print")->check(at_least(1))
       ->capture_default_str();
   app.add_option("--ranks", o.ranks, "expected number of MPI ranks (error if different)")->check(at_least(1));
+  app.add_flag("--allow-shared-gpu", o.allow_shared_gpu,
+               "run even where two ranks of a host share one GPU (refused by default: a binding that did not take; "
+               "also DISTATTN_ALLOW_SHARED_GPU=1)");
   Perf::add_length(app, "--seq", o.seq, "global sequence length");
   app.add_option("--batch", o.batch, "batch size")->check(at_least(1))->capture_default_str();
   app.add_option("--heads", o.heads, "query heads")->check(at_least(1))->capture_default_str();
@@ -174,6 +182,10 @@ inline Options parse_options(int argc, char** argv) {
   o.help   = !Perf::parse_command_line(app, argc, argv);
   o.causal = causal != 0;
   read_test_fault(o);
+  // The same as --allow-shared-gpu, for test suites and scripts that start more
+  // ranks than GPUs on purpose (ctest's *_mpi driver tests on GPU builds).
+  const char* shared = std::getenv("DISTATTN_ALLOW_SHARED_GPU");
+  if (shared != nullptr && *shared != 0 && std::string(shared) != "0") o.allow_shared_gpu = true;
   if (app.count("--kv-heads") == 0) o.kv_heads = o.heads < 2 ? o.heads : 2;
   if (o.heads % o.kv_heads != 0)
     throw InvalidArgument("--kv-heads " + std::to_string(o.kv_heads) + " must divide --heads " +
