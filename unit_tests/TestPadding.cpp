@@ -3,7 +3,7 @@
 // padded layout covers [0, padded) once, its first N positions are the real
 // tokens, zero_padding zeroes exactly the padded rows, and full attention is
 // refused padding. The executors' results at a padded N against fp64 are checked
-// by the example programs (unit_tests/examples).
+// by the example programs (examples/).
 #include <gtest/gtest.h>
 
 #include "test_helpers.hpp"
