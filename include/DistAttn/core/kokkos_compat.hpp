@@ -73,9 +73,12 @@ inline constexpr bool is_distinct_16bit_v =
 inline constexpr bool has_half  = is_distinct_16bit_v<half_t>;
 inline constexpr bool has_bhalf = DISTATTN_KOKKOS_HAS_BHALF_NAME && is_distinct_16bit_v<bhalf_t>;
 
+/// +inf of float or double, callable in device code: std::numeric_limits' members
+/// are host functions to nvcc (warning #20013 on every kernel that used them).
 template <class T>
 KOKKOS_INLINE_FUNCTION constexpr T infinity() {
-  return std::numeric_limits<T>::infinity();
+  static_assert(std::is_floating_point<T>::value, "compat::infinity<T>: T must be float or double");
+  return std::is_same<T, float>::value ? T(__builtin_huge_valf()) : T(__builtin_huge_val());
 }
 
 /// Labelled fences exist from 3.5 on; older versions get the plain fence.

@@ -141,7 +141,7 @@ struct TileLoader {
 };
 
 /// Pairs per thread for a tile of `rows` rows at head_dim up to max_d.
-constexpr int loader_pairs(int rows, int max_d) { return rows * max_d / (2 * kRegTeam); }
+KOKKOS_INLINE_FUNCTION constexpr int loader_pairs(int rows, int max_d) { return rows * max_d / (2 * kRegTeam); }
 
 /// Score-shaped products C = A B^T (A [BR x K], B [BC x K], both row-major, K a
 /// multiple of 4): thread t holds C's rows (t / 8) + 16 i and columns (t % 8) + 8 j.
