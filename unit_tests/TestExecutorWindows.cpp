@@ -97,9 +97,11 @@ TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
     const Global g(p.batch, N, p.heads, p.kv_heads, p.head_dim, o.mask_rule(), seed);
     for (const ExecutorChoice& c : choices) {
       if (!wc.causal && (c.kind == ExecutorKind::RingVanilla || c.kind == ExecutorKind::RingBalanced)) continue;
-      const std::string what = name_of(c) + (wc.causal ? " causal" : " full") + " window {" +
-                               std::to_string(wc.window.left) + "," + std::to_string(wc.window.right) + "} documents " +
-                               std::to_string(wc.docs.size()) + " P=" +
+      const std::string what = name_of(c) + (wc.causal ? " causal" : " full") +
+                               (wc.window.bounded() ? " window {" + std::to_string(wc.window.left) + "," +
+                                                          std::to_string(wc.window.right) + "}"
+                                                    : std::string(" no window")) +
+                               " documents " + std::to_string(wc.docs.size()) + " P=" +
                                std::to_string(P) + " seed " + std::to_string(seed);
       auto ex = make_attention<T>(comm, Exec(), p, c, o);
       const auto q = to_device<T>(local_rows(g.q, *ex, p.local_seq), "q");

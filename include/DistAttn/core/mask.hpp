@@ -112,23 +112,19 @@ struct Documents {
     }
     return lo;
   }
-  /// First position of p's document (-unbounded for the first document or none).
-  KOKKOS_INLINE_FUNCTION std::int64_t begin_of(std::int64_t p) const {
-    if (count == 0) return -kUnboundedSpan;
+  /// [first position, one past the last) of p's document, unbounded on the open
+  /// side of the first and the last document (and both sides without documents):
+  /// one search for both ends.
+  KOKKOS_INLINE_FUNCTION Kokkos::pair<std::int64_t, std::int64_t> bounds_of(std::int64_t p) const {
+    if (count == 0) return {-kUnboundedSpan, kUnboundedSpan};
     const int d = of(p);
-    return d == 0 ? -kUnboundedSpan : offsets[d];
-  }
-  /// One past the last position of p's document (+unbounded for the last or none).
-  KOKKOS_INLINE_FUNCTION std::int64_t end_of(std::int64_t p) const {
-    if (count == 0) return kUnboundedSpan;
-    const int d = of(p);
-    return d == count - 1 ? kUnboundedSpan : offsets[d + 1];
+    return {d == 0 ? -kUnboundedSpan : offsets[d], d == count - 1 ? kUnboundedSpan : offsets[d + 1]};
   }
 };
 
 /// The allowed (query, key) pairs: causal or not, an optional key window, optional
 /// documents, on positions given by q and k. For every query position p the keys
-/// it may see form one interval of positions, [key_lo(p), key_hi(p)], and both
+/// it may see form one interval of positions, key_range(p), and both
 /// ends grow with p; every query below rests on that.
 struct Mask {
   MaskKind kind = MaskKind::None;
@@ -179,28 +175,23 @@ struct Mask {
   KOKKOS_INLINE_FUNCTION constexpr std::int64_t right_span() const {
     return kind == MaskKind::Causal ? 0 : window.right;
   }
-  /// The first and last key positions the query at position p may see.
-  KOKKOS_INLINE_FUNCTION std::int64_t key_lo(std::int64_t p) const {
-    const std::int64_t w = p - window.left;
-    if (!docs.any()) return w;
-    const std::int64_t b = docs.begin_of(p);
-    return w > b ? w : b;
-  }
-  KOKKOS_INLINE_FUNCTION std::int64_t key_hi(std::int64_t p) const {
-    const std::int64_t w = p + right_span();
-    if (!docs.any()) return w;
-    const std::int64_t e = docs.end_of(p) - 1;
-    return w < e ? w : e;
-  }
-  /// Key positions [lo, hi) the query at position p may see.
+  /// Key positions [lo, hi) the query at position p may see: the window clipped
+  /// to p's document.
   KOKKOS_INLINE_FUNCTION Kokkos::pair<std::int64_t, std::int64_t> key_range(std::int64_t p) const {
-    return {key_lo(p), key_hi(p) + 1};
+    std::int64_t lo = p - window.left, hi = p + right_span() + 1;
+    if (docs.any()) {
+      const auto d = docs.bounds_of(p);
+      lo           = lo > d.first ? lo : d.first;
+      hi           = hi < d.second ? hi : d.second;
+    }
+    return {lo, hi};
   }
 
   KOKKOS_INLINE_FUNCTION bool allowed(std::int64_t i, std::int64_t j) const {
     if (kind == MaskKind::None && is_dense()) return true;
-    const std::int64_t p = q(i), kp = k(j);
-    return kp >= key_lo(p) && kp <= key_hi(p);
+    const auto r          = key_range(q(i));
+    const std::int64_t kp = k(j);
+    return kp >= r.first && kp < r.second;
   }
 
   /// Queries at positions [qmin, qmax] against keys at positions [kmin, kmax]:
@@ -209,8 +200,9 @@ struct Mask {
   KOKKOS_INLINE_FUNCTION Relation relation_of_positions(std::int64_t qmin, std::int64_t qmax, std::int64_t kmin,
                                                         std::int64_t kmax) const {
     if (kind == MaskKind::None && is_dense()) return Relation::Full;
-    if (kmax < key_lo(qmin) || kmin > key_hi(qmax)) return Relation::Skip;
-    return (kmin >= key_lo(qmax) && kmax <= key_hi(qmin)) ? Relation::Full : Relation::Partial;
+    const auto first = key_range(qmin), last = key_range(qmax);
+    if (kmax < first.first || kmin >= last.second) return Relation::Skip;
+    return (kmin >= last.first && kmax < first.second) ? Relation::Full : Relation::Partial;
   }
   /// Query rows [i0, i1) against key rows [j0, j1), both non-empty.
   KOKKOS_INLINE_FUNCTION Relation relation(std::int64_t i0, std::int64_t i1, std::int64_t j0, std::int64_t j1) const {
@@ -221,7 +213,7 @@ struct Mask {
   /// a kernel walks their tiles (RowRange::tiles) and skips the rest.
   KOKKOS_INLINE_FUNCTION RowRange key_rows(std::int64_t qmin, std::int64_t qmax, int nk) const {
     if (kind == MaskKind::None && is_dense()) return {0, nk};
-    return rows_between(k, key_lo(qmin), key_hi(qmax), nk);
+    return rows_between(k, key_range(qmin).first, key_range(qmax).second - 1, nk);
   }
   /// The query rows (of nq) that may see some key at a position in [kmin, kmax]:
   /// those whose key interval reaches kmin and starts by kmax.
@@ -229,7 +221,7 @@ struct Mask {
     if (kind == MaskKind::None && is_dense()) return {0, nq};
     std::int64_t lo = kmin - right_span(), hi = kmax + window.left;
     if (docs.any()) {
-      const std::int64_t b = docs.begin_of(kmin), e = docs.end_of(kmax) - 1;
+      const std::int64_t b = docs.bounds_of(kmin).first, e = docs.bounds_of(kmax).second - 1;
       lo = lo > b ? lo : b;
       hi = hi < e ? hi : e;
     }
@@ -282,9 +274,10 @@ inline std::int64_t Mask::allowed_pairs(std::int64_t nq, std::int64_t nk) const 
                    "strides must be >= 1 (query stride " << q.stride << ", key stride " << k.stride << ")");
   if (nq == 0 || nk == 0) return 0;
   if (kind == MaskKind::None && is_dense()) return nq * nk;
-  // Within one document, key_hi(p) = min(p + R, e - 1) and key_lo(p) = max(p - L, b)
-  // are each linear in the row up to one break, so a row's count, the keys at most
-  // key_hi minus the keys at most key_lo - 1, sums in four pieces.
+  // Within one document [b, e) the last key position p may see, min(p + R, e - 1),
+  // and the first, max(p - L, b), are each linear in the row up to one break, so a
+  // row's count (keys at most the last minus keys before the first) sums in four
+  // pieces.
   const std::int64_t R = right_span(), L = window.left;
   const int d0 = docs.any() ? docs.of(q(0)) : 0, d1 = docs.any() ? docs.of(q(nq - 1)) : 0;
   const auto row_at = [&](std::int64_t p, std::int64_t lo, std::int64_t hi) {  // first row at position >= p
