@@ -164,7 +164,8 @@ TEST(CostModelExecutors, Ulysses) {
   const int P = comm.size(), B = 2, c = 6, D = 16;
   // Split K/V heads (P divides Hkv) and replicated ones (Hkv divides P), with
   // the default head groups and every group count of 1-3.
-  for (auto [H, Hkv] : {std::array<int, 2>{12, 12}, {12, 1}, {24, 2}}) {
+  for (const auto& heads : {std::array<int, 2>{12, 12}, {12, 1}, {24, 2}}) {
+    const int H = heads[0], Hkv = heads[1];  // not a structured binding: the lambdas below capture them
     if (H % P || !(Hkv % P == 0 || P % Hkv == 0)) continue;
     const UlyssesHeads hd(P, H, Hkv);
     for (int G : {0, 1, 2, 3}) {
@@ -205,7 +206,8 @@ TEST(CostModelExecutors, Hybrid) {
       {HybridInner::Grid2DO, ExecutorKind::Grid2DO}};
   for (int U = 2; U <= P; ++U) {
     if (P % U) continue;
-    for (auto [H, Hkv] : {std::array<int, 2>{12, 12}, {12, 1}}) {
+    for (const auto& heads : {std::array<int, 2>{12, 12}, {12, 1}}) {
+      const int H = heads[0], Hkv = heads[1];
       if (H % U || !(Hkv % U == 0 || U % Hkv == 0)) continue;
       for (auto [inner, kind] : inners) {
         SCOPED_TRACE("U=" + std::to_string(U) + " S=" + std::to_string(P / U) + " " + to_string(inner) +

@@ -116,9 +116,12 @@ struct Documents {
   /// side of the first and the last document (and both sides without documents):
   /// one search for both ends.
   KOKKOS_INLINE_FUNCTION Kokkos::pair<std::int64_t, std::int64_t> bounds_of(std::int64_t p) const {
-    if (count == 0) return {-kUnboundedSpan, kUnboundedSpan};
+    // A local copy: binding the namespace constant to a reference (Kokkos::pair's
+    // constructor, a ternary with an lvalue) odr-uses it, which device code cannot.
+    const std::int64_t unbounded = kUnboundedSpan;
+    if (count == 0) return {-unbounded, unbounded};
     const int d = of(p);
-    return {d == 0 ? -kUnboundedSpan : offsets[d], d == count - 1 ? kUnboundedSpan : offsets[d + 1]};
+    return {d == 0 ? -unbounded : offsets[d], d == count - 1 ? unbounded : offsets[d + 1]};
   }
 };
 
