@@ -101,14 +101,42 @@ inline std::int64_t balance_padded_length(std::int64_t tokens, int ranks, std::i
   return (tokens + unit - 1) / unit * unit;
 }
 
+namespace Impl {
+/// Allowed pairs of the query rows at positions [a, c) against the keys at
+/// [0, n) under `rule` on global positions: within one document [b, e) a row p
+/// sees keys [max(p - L, b, 0), min(p + R + 1, e, n)), each end linear in p up to
+/// one break, so each piece of the rows in one document is two arithmetic sums.
+/// Mask::allowed_pairs counts any strided block; this is its contiguous case in
+/// O(1) per document, which the balancer needs for 10k documents in microseconds.
+/// `d` is the document of position a on entry and of position c - 1 on return, so a
+/// walk over consecutive blocks never searches.
+inline std::int64_t contiguous_pairs(const Mask& rule, std::int64_t a, std::int64_t c, std::int64_t n, int& d) {
+  const std::int64_t s = rule.right_span() + 1, L = rule.window.left;
+  std::int64_t total = 0;
+  const Documents& docs = rule.docs;
+  for (std::int64_t pa = a;; ++d) {
+    // Document d's ends, open on the outer sides of the first and the last.
+    const std::int64_t b = d == 0 ? 0 : docs.offsets[d], e = d >= docs.count - 1 ? n : std::min(docs.offsets[d + 1], n);
+    const std::int64_t pc = std::min(c, e);
+    const auto clamp = [&](std::int64_t x) { return std::min(pc, std::max(pa, x)); };
+    const std::int64_t t = clamp(e - s), u = clamp(b + L);  // rows from t see up to e; from u start past b
+    total += (t - pa) * (pa + t - 1) / 2 + (t - pa) * s + e * (pc - t);  // sum of the ends
+    total -= b * (u - pa) + (pc - u) * (u + pc - 1) / 2 - (pc - u) * L;  // minus the starts
+    if (pc >= c) return total;
+    pa = pc;
+  }
+}
+}  // namespace Impl
+
 /// Allowed pairs of each block's rows against all `tokens` keys under `rule`
-/// (global positions). O(blocks + documents) closed-form counts.
+/// (global positions), in O(blocks + documents).
 inline std::vector<std::int64_t> block_work(const Mask& rule, std::int64_t tokens, std::int64_t block_tokens) {
   DISTATTN_REQUIRE(block_tokens >= 1 && tokens >= block_tokens && tokens % block_tokens == 0, "DistAttn::block_work",
                    "tokens (" << tokens << ") must be a positive multiple of block_tokens (" << block_tokens << ")");
   std::vector<std::int64_t> w(std::size_t(tokens / block_tokens));
+  int d = rule.docs.any() ? rule.docs.of(0) : 0;
   for (std::size_t b = 0; b < w.size(); ++b)
-    w[b] = rule.at(PositionMap{std::int64_t(b) * block_tokens, 1}, PositionMap{0, 1}).allowed_pairs(block_tokens, tokens);
+    w[b] = Impl::contiguous_pairs(rule, std::int64_t(b) * block_tokens, std::int64_t(b + 1) * block_tokens, tokens, d);
   return w;
 }
 
@@ -139,72 +167,64 @@ inline std::vector<std::int64_t> head_tail_order(const Mask& rule, std::int64_t 
   return order;
 }
 
-/// Moves blocks between the slowest rank and the others: one swap at a time, the
-/// one that brings the pair of ranks nearest an even split, while the slowest rank's
-/// work drops. Each rank's blocks are kept sorted by (work, index) so the partner
-/// for a block is a binary search.
+/// Swaps a block of the slowest rank with one of the least loaded while that lowers
+/// the larger of the two: each time the swap that brings them nearest an even
+/// split. Each rank's blocks are kept sorted by (work, index), so the partner of a
+/// block is a binary search: O(k log k) a swap.
 inline void refine_by_swaps(const std::vector<std::int64_t>& w, std::vector<std::vector<std::int64_t>>& blocks,
                             std::vector<std::int64_t>& load) {
-  const int P       = int(blocks.size());
-  const auto by_work = [&](std::int64_t a, std::int64_t b) { return w[std::size_t(a)] != w[std::size_t(b)] ? w[std::size_t(a)] < w[std::size_t(b)] : a < b; };
-  for (auto& bl : blocks) std::sort(bl.begin(), bl.end(), by_work);
-  for (int iter = 0; iter < 64 * P; ++iter) {
-    const int M = int(std::max_element(load.begin(), load.end()) - load.begin());
-    // Best swap: block a of M against block b of r with 0 < w[a] - w[b] < gap, the
-    // new larger load max(load[M] - d, load[r] + d) as small as possible.
-    std::int64_t best_max = load[std::size_t(M)];
-    int best_r = -1;
+  const auto work    = [&](std::int64_t b) { return w[std::size_t(b)]; };
+  // The order greedy_blocks hands its blocks out in, reversed: work up, index down.
+  const auto by_work = [&](std::int64_t a, std::int64_t b) { return work(a) != work(b) ? work(a) < work(b) : a > b; };
+  for (auto& bl : blocks) std::reverse(bl.begin(), bl.end());
+  // One swap per rank at most: LPT leaves the slowest rank within a block of the
+  // mean, and further swaps gain less than 0.01 % on the benchmark documents.
+  for (std::size_t iter = 0; iter < blocks.size(); ++iter) {
+    const auto M = std::size_t(std::max_element(load.begin(), load.end()) - load.begin());
+    const auto m = std::size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    const std::int64_t gap = load[M] - load[m];
+    auto& mine = blocks[M];
+    auto& theirs = blocks[m];
+    // Swapping a for b moves d = w[a] - w[b] from M to m: better for 0 < d < gap, best at d = gap / 2.
+    std::int64_t best = gap;  // |gap - 2 d| of the best swap so far
     std::size_t best_a = 0, best_b = 0;
-    for (int r = 0; r < P; ++r) {
-      const std::int64_t gap = load[std::size_t(M)] - load[std::size_t(r)];
-      if (r == M || gap <= 1) continue;
-      const auto& mine = blocks[std::size_t(M)];
-      const auto& theirs = blocks[std::size_t(r)];
-      for (std::size_t ia = 0; ia < mine.size(); ++ia) {
-        const std::int64_t wa = w[std::size_t(mine[ia])], ideal = wa - gap / 2;
-        // The first of r's blocks with work >= ideal, and the one before it.
-        const auto it = std::lower_bound(theirs.begin(), theirs.end(), ideal,
-                                         [&](std::int64_t b, std::int64_t v) { return w[std::size_t(b)] < v; });
-        for (auto jt : {it, it == theirs.begin() ? theirs.end() : std::prev(it)}) {
-          if (jt == theirs.end()) continue;
-          const std::int64_t d = wa - w[std::size_t(*jt)];
-          if (d <= 0 || d >= gap) continue;
-          const std::int64_t m = std::max(load[std::size_t(M)] - d, load[std::size_t(r)] + d);
-          if (m < best_max) best_max = m, best_r = r, best_a = ia, best_b = std::size_t(jt - theirs.begin());
-        }
+    for (std::size_t ia = 0; ia < mine.size(); ++ia) {
+      const auto it = std::lower_bound(theirs.begin(), theirs.end(), work(mine[ia]) - gap / 2,
+                                       [&](std::int64_t b, std::int64_t v) { return work(b) < v; });
+      for (auto jt : {it, it == theirs.begin() ? theirs.end() : std::prev(it)}) {
+        if (jt == theirs.end()) continue;
+        const std::int64_t d = work(mine[ia]) - work(*jt), miss = gap > 2 * d ? gap - 2 * d : 2 * d - gap;
+        if (d > 0 && d < gap && miss < best) best = miss, best_a = ia, best_b = std::size_t(jt - theirs.begin());
       }
     }
-    if (best_r < 0) return;
-    auto& mine = blocks[std::size_t(M)];
-    auto& theirs = blocks[std::size_t(best_r)];
-    const std::int64_t a = mine[best_a], b = theirs[best_b], d = w[std::size_t(a)] - w[std::size_t(b)];
+    if (best == gap) return;
+    const std::int64_t a = mine[best_a], b = theirs[best_b], d = work(a) - work(b);
     mine.erase(mine.begin() + std::ptrdiff_t(best_a));
     theirs.erase(theirs.begin() + std::ptrdiff_t(best_b));
     mine.insert(std::lower_bound(mine.begin(), mine.end(), b, by_work), b);
     theirs.insert(std::lower_bound(theirs.begin(), theirs.end(), a, by_work), a);
-    load[std::size_t(M)] -= d;
-    load[std::size_t(best_r)] += d;
+    load[M] -= d;
+    load[m] += d;
   }
 }
 
 /// Longest processing time first, at most k blocks per rank.
 inline std::vector<std::vector<std::int64_t>> greedy_blocks(const std::vector<std::int64_t>& w, int P, std::int64_t k) {
-  std::vector<std::int64_t> order(w.size());
-  std::iota(order.begin(), order.end(), std::int64_t(0));
-  std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
-    return w[std::size_t(a)] != w[std::size_t(b)] ? w[std::size_t(a)] > w[std::size_t(b)] : a < b;
-  });
+  // Work down, index up (sorted as (-work, index) pairs: no lookups in the comparison).
+  std::vector<std::pair<std::int64_t, std::int64_t>> order(w.size());
+  for (std::size_t b = 0; b < w.size(); ++b) order[b] = {-w[b], std::int64_t(b)};
+  std::sort(order.begin(), order.end());
   // Ranks with room, least loaded (then lowest index) on top.
   using Entry = std::pair<std::int64_t, int>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> room;
   for (int r = 0; r < P; ++r) room.push({0, r});
   std::vector<std::vector<std::int64_t>> blocks(static_cast<std::size_t>(P));
   std::vector<std::int64_t> load(std::size_t(P), 0);
-  for (const std::int64_t b : order) {
+  for (const auto& [minus_work, b] : order) {
     const int r = room.top().second;
     room.pop();
     blocks[std::size_t(r)].push_back(b);
-    load[std::size_t(r)] += w[std::size_t(b)];
+    load[std::size_t(r)] -= minus_work;
     if (std::int64_t(blocks[std::size_t(r)].size()) < k) room.push({load[std::size_t(r)], r});
   }
   refine_by_swaps(w, blocks, load);
