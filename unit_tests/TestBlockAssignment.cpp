@@ -8,6 +8,8 @@
 #include <DistAttn/schedule/block_assignment.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
 
+#include "mask_test_helpers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -35,21 +37,10 @@ struct Rule {
   Rule(const Rule&) = delete;
 };
 
-std::int64_t brute_pairs(const Mask& m, std::int64_t q0, std::int64_t nq, std::int64_t n) {
-  std::int64_t c = 0;
-  for (std::int64_t i = q0; i < q0 + nq; ++i)
-    for (std::int64_t j = 0; j < n; ++j) c += m.allowed(i, j) ? 1 : 0;
-  return c;
-}
+using Testing::brute_pairs;
 
-/// Random documents over [0, last], possibly of length 0 or 1.
 std::vector<std::int64_t> random_docs(std::mt19937& rng, std::int64_t last) {
-  std::uniform_int_distribution<int> count(1, 12);
-  std::uniform_int_distribution<std::int64_t> cut(0, last);
-  std::vector<std::int64_t> d{0, last};
-  for (int i = count(rng); i > 0; --i) d.push_back(cut(rng));
-  std::sort(d.begin(), d.end());
-  return d;
+  return Testing::random_documents(rng, last, 12);
 }
 
 void expect_valid(const BlockAssignment& a, const std::vector<std::int64_t>& w, std::int64_t B, const char* what) {
@@ -76,7 +67,7 @@ TEST(BlockAssignment, BlockWorkIsTheBruteForceCount) {
     if (what >= 2) docs = random_docs(rng, n - (it % 2) * (n / 3));  // sometimes a padded tail after the last
     const Rule rule(it % 2 == 0, docs, what % 2 ? Window{span(rng), span(rng)} : Window{});
     const auto w = block_work(rule.mask, n, bs);
-    for (std::int64_t b = 0; b < B; ++b) ASSERT_EQ(w[std::size_t(b)], brute_pairs(rule.mask, b * bs, bs, n)) << it;
+    for (std::int64_t b = 0; b < B; ++b) ASSERT_EQ(w[std::size_t(b)], brute_pairs(rule.mask.at({b * bs, 1}, {0, 1}), bs, n)) << it;
   }
 }
 

@@ -7,6 +7,8 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/cost/cost_model.hpp>
 
+#include "mask_test_helpers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,20 +41,10 @@ AttnProblem problem(std::int64_t N, bool causal = true) {
   return p;
 }
 
-std::int64_t brute_pairs(const Mask& m, std::int64_t nq, std::int64_t nk) {
-  std::int64_t c = 0;
-  for (std::int64_t i = 0; i < nq; ++i)
-    for (std::int64_t j = 0; j < nk; ++j) c += m.allowed(i, j) ? 1 : 0;
-  return c;
-}
+using Testing::brute_pairs;
 
 std::vector<std::int64_t> random_docs(std::mt19937& rng, std::int64_t N) {
-  std::uniform_int_distribution<int> count(1, 9);
-  std::uniform_int_distribution<std::int64_t> cut(0, N);
-  std::vector<std::int64_t> d{0, N};
-  for (int i = count(rng); i > 0; --i) d.push_back(cut(rng));
-  std::sort(d.begin(), d.end());
-  return d;
+  return Testing::random_documents(rng, N, 9);
 }
 
 TEST(CostMasks, BlocksArePricedByTheirAllowedPairs) {
