@@ -164,6 +164,16 @@ TEST(BlockAssignment, BadInputNamesTheArgument) {
                 .find("rule"),
             std::string::npos);
   EXPECT_NE(message([&] { balance_padded_length(0, 2, 8); }).find("tokens"), std::string::npos);
+  for (const std::vector<std::int64_t>& bad : {std::vector<std::int64_t>{0, 40, 30, 64},
+                                               std::vector<std::int64_t>{8, 64}, std::vector<std::int64_t>{0, 72}}) {
+    const Rule docs(true, bad);
+    EXPECT_NE(message([&] { assign_blocks(docs.mask, 64, 2, 8, BlockStrategy::Greedy); }).find("rule.docs"),
+              std::string::npos);
+  }
+  const BlockAssignment a = assign_blocks(rule.mask, 64, 2, 8, BlockStrategy::Greedy);
+  EXPECT_NE(message([&] { a.ranges(2); }).find("rank r=2"), std::string::npos);
+  EXPECT_NE(message([&] { a.position(-1, 0); }).find("rank r=-1"), std::string::npos);
+  EXPECT_NE(message([&] { a.position(0, 32); }).find("row i=32"), std::string::npos);
 }
 
 /// Offsets of a benchmark file (one document length per line), or empty when absent.

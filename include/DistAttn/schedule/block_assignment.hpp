@@ -71,10 +71,14 @@ struct BlockAssignment {
   std::int64_t blocks_per_rank() const { return blocks.empty() ? 0 : std::int64_t(blocks.front().size()); }
   /// Global position of local row i of rank r: rows follow the rank's blocks in order.
   std::int64_t position(int r, std::int64_t i) const {
+    check_rank(r, "DistAttn::BlockAssignment::position");
+    DISTATTN_REQUIRE(i >= 0 && i < blocks_per_rank() * block_tokens, "DistAttn::BlockAssignment::position",
+                     "row i=" << i << " is not in [0, " << blocks_per_rank() * block_tokens << ")");
     return blocks[std::size_t(r)][std::size_t(i / block_tokens)] * block_tokens + i % block_tokens;
   }
   /// Rank r's rows as global token ranges, adjacent blocks merged.
   std::vector<TokenRange> ranges(int r) const {
+    check_rank(r, "DistAttn::BlockAssignment::ranges");
     std::vector<TokenRange> out;
     for (const std::int64_t b : blocks[std::size_t(r)]) {
       if (!out.empty() && out.back().end == b * block_tokens) out.back().end += block_tokens;
@@ -87,6 +91,12 @@ struct BlockAssignment {
   double balance() const {
     const double total = double(std::accumulate(work.begin(), work.end(), std::int64_t(0)));
     return total > 0 ? double(max_work()) * double(ranks) / total : 1.0;
+  }
+
+ private:
+  void check_rank(int r, const char* where) const {
+    DISTATTN_REQUIRE(r >= 0 && std::size_t(r) < blocks.size(), where,
+                     "rank r=" << r << " is not in [0, " << blocks.size() << ")");
   }
 };
 
@@ -244,6 +254,16 @@ inline BlockAssignment assign_blocks(const Mask& rule, std::int64_t tokens, int 
   DISTATTN_REQUIRE(block_tokens >= 1, where, "block_tokens must be >= 1, got " << block_tokens);
   DISTATTN_REQUIRE(rule.q.offset == 0 && rule.q.stride == 1 && rule.k.offset == 0 && rule.k.stride == 1, where,
                    "rule must be on global positions (identity position maps)");
+  if (const Documents& d = rule.docs; d.any()) {
+    DISTATTN_REQUIRE(d.offsets[0] == 0 && d.offsets[d.count] <= tokens, where,
+                     "rule.docs: the offsets must start at 0 and end at most at tokens (" << tokens << "), got "
+                                                                                           << d.offsets[0] << " and "
+                                                                                           << d.offsets[d.count]);
+    for (int i = 1; i <= d.count; ++i)
+      DISTATTN_REQUIRE(d.offsets[i] >= d.offsets[i - 1], where,
+                       "rule.docs: offsets must not decrease, got " << d.offsets[i - 1] << " then " << d.offsets[i]
+                                                                    << " at " << i);
+  }
   const bool pairs = strategy == BlockStrategy::Zigzag || strategy == BlockStrategy::HeadTail;
   const std::int64_t unit = (pairs ? 2 : 1) * std::int64_t(ranks) * block_tokens;
   DISTATTN_REQUIRE(tokens >= unit && tokens % unit == 0, where,
