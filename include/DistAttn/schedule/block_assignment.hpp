@@ -220,15 +220,25 @@ inline void refine_by_swaps(const std::vector<std::int64_t>& w, std::vector<std:
 
 /// Longest processing time first, at most k blocks per rank.
 inline std::vector<std::vector<std::int64_t>> greedy_blocks(const std::vector<std::int64_t>& w, int P, std::int64_t k) {
-  // Work down, index up (sorted as (-work, index) pairs: no lookups in the comparison).
+  // Work down, index up, as one integer (max - work) B + index where that fits
+  // (N^2 < 2^62; the comparison is then a single one), else as pairs.
+  const std::int64_t B = std::int64_t(w.size()), top = *std::max_element(w.begin(), w.end());
   std::vector<std::pair<std::int64_t, std::int64_t>> order(w.size());
-  for (std::size_t b = 0; b < w.size(); ++b) order[b] = {-w[b], std::int64_t(b)};
-  std::sort(order.begin(), order.end());
+  if (top < (std::int64_t(1) << 62) / B) {
+    std::vector<std::int64_t> keys(w.size());
+    for (std::int64_t b = 0; b < B; ++b) keys[std::size_t(b)] = (top - w[std::size_t(b)]) * B + b;
+    std::sort(keys.begin(), keys.end());
+    for (std::size_t i = 0; i < keys.size(); ++i) order[i] = {keys[i] / B - top, keys[i] % B};
+  } else {
+    for (std::size_t b = 0; b < w.size(); ++b) order[b] = {-w[b], std::int64_t(b)};
+    std::sort(order.begin(), order.end());
+  }
   // Ranks with room, least loaded (then lowest index) on top.
   using Entry = std::pair<std::int64_t, int>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> room;
   for (int r = 0; r < P; ++r) room.push({0, r});
   std::vector<std::vector<std::int64_t>> blocks(static_cast<std::size_t>(P));
+  for (auto& bl : blocks) bl.reserve(std::size_t(k));
   std::vector<std::int64_t> load(std::size_t(P), 0);
   for (const auto& [minus_work, b] : order) {
     const int r = room.top().second;
