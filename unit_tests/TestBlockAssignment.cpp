@@ -169,6 +169,7 @@ TEST(BlockAssignment, BadInputNamesTheArgument) {
     const Rule docs(true, bad);
     EXPECT_NE(message([&] { assign_blocks(docs.mask, 64, 2, 8, BlockStrategy::Greedy); }).find("rule.docs"),
               std::string::npos);
+    EXPECT_NE(message([&] { block_work(docs.mask, 64, 8); }).find("rule.docs"), std::string::npos);
   }
   const BlockAssignment a = assign_blocks(rule.mask, 64, 2, 8, BlockStrategy::Greedy);
   EXPECT_NE(message([&] { a.ranges(2); }).find("rank r=2"), std::string::npos);

@@ -136,6 +136,22 @@ inline std::int64_t contiguous_pairs(const Mask& rule, std::int64_t a, std::int6
     pa = pc;
   }
 }
+
+/// A rule on global positions whose documents (if any) are sorted offsets from 0 to at most `tokens`.
+inline void check_rule(const Mask& rule, std::int64_t tokens, const char* where) {
+  DISTATTN_REQUIRE(rule.q.offset == 0 && rule.q.stride == 1 && rule.k.offset == 0 && rule.k.stride == 1, where,
+                   "rule must be on global positions (identity position maps)");
+  if (const Documents& d = rule.docs; d.any()) {
+    DISTATTN_REQUIRE(d.offsets[0] == 0 && d.offsets[d.count] <= tokens, where,
+                     "rule.docs: the offsets must start at 0 and end at most at tokens (" << tokens << "), got "
+                                                                                           << d.offsets[0] << " and "
+                                                                                           << d.offsets[d.count]);
+    for (int i = 1; i <= d.count; ++i)
+      DISTATTN_REQUIRE(d.offsets[i] >= d.offsets[i - 1], where,
+                       "rule.docs: offsets must not decrease, got " << d.offsets[i - 1] << " then " << d.offsets[i]
+                                                                    << " at " << i);
+  }
+}
 }  // namespace Impl
 
 /// Allowed pairs of each block's rows against all `tokens` keys under `rule`
@@ -143,6 +159,7 @@ inline std::int64_t contiguous_pairs(const Mask& rule, std::int64_t a, std::int6
 inline std::vector<std::int64_t> block_work(const Mask& rule, std::int64_t tokens, std::int64_t block_tokens) {
   DISTATTN_REQUIRE(block_tokens >= 1 && tokens >= block_tokens && tokens % block_tokens == 0, "DistAttn::block_work",
                    "tokens (" << tokens << ") must be a positive multiple of block_tokens (" << block_tokens << ")");
+  Impl::check_rule(rule, tokens, "DistAttn::block_work");
   std::vector<std::int64_t> w(std::size_t(tokens / block_tokens));
   int d = rule.docs.any() ? rule.docs.of(0) : 0;
   for (std::size_t b = 0; b < w.size(); ++b)
@@ -262,18 +279,7 @@ inline BlockAssignment assign_blocks(const Mask& rule, std::int64_t tokens, int 
   constexpr const char* where = "DistAttn::assign_blocks";
   DISTATTN_REQUIRE(ranks >= 1, where, "ranks must be >= 1, got " << ranks);
   DISTATTN_REQUIRE(block_tokens >= 1, where, "block_tokens must be >= 1, got " << block_tokens);
-  DISTATTN_REQUIRE(rule.q.offset == 0 && rule.q.stride == 1 && rule.k.offset == 0 && rule.k.stride == 1, where,
-                   "rule must be on global positions (identity position maps)");
-  if (const Documents& d = rule.docs; d.any()) {
-    DISTATTN_REQUIRE(d.offsets[0] == 0 && d.offsets[d.count] <= tokens, where,
-                     "rule.docs: the offsets must start at 0 and end at most at tokens (" << tokens << "), got "
-                                                                                           << d.offsets[0] << " and "
-                                                                                           << d.offsets[d.count]);
-    for (int i = 1; i <= d.count; ++i)
-      DISTATTN_REQUIRE(d.offsets[i] >= d.offsets[i - 1], where,
-                       "rule.docs: offsets must not decrease, got " << d.offsets[i - 1] << " then " << d.offsets[i]
-                                                                    << " at " << i);
-  }
+  Impl::check_rule(rule, tokens, where);
   const bool pairs = strategy == BlockStrategy::Zigzag || strategy == BlockStrategy::HeadTail;
   const std::int64_t unit = (pairs ? 2 : 1) * std::int64_t(ranks) * block_tokens;
   DISTATTN_REQUIRE(tokens >= unit && tokens % unit == 0, where,
