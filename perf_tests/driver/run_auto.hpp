@@ -5,6 +5,7 @@
 // with its predicted times and the first choice the driver can run is run. Without
 // --tiles the table shipped for this device and dtype (perf_tests/data) is used.
 
+#include "driver_common.hpp"
 #include "driver_options.hpp"
 #include "sync.hpp"
 
@@ -127,7 +128,13 @@ inline Options choose_schedule(const Options& o, Sync& comm) {
   const int P = comm.size(), rank = comm.rank();
   AttnProblem pr;
   pr.batch = o.batch, pr.seq_len = o.seq, pr.heads = o.heads, pr.kv_heads = o.kv_heads, pr.head_dim = o.dim;
-  pr.dtype = o.dtype, pr.causal = o.causal;
+  pr.dtype = o.dtype;
+  // Causality, window and documents as the executors are given them, so the ranking
+  // prices the work the mask allows.
+  ExecutorOptions given;
+  given.causal = o.causal;
+  set_executor_options(o, given);
+  pr.with_mask_of(given);
   Perf::MachineArgs machine = o.machine;
   MachineModel m;
   std::vector<Prediction> ranked;

@@ -19,6 +19,7 @@
 #include <DistAttn/cost/machine_model.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/schedule/padding.hpp>
+#include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>
 #include <DistAttn/schedule/ring_volume.hpp>
 
@@ -57,12 +58,26 @@ inline RingSizes ring_sizes(const AttnProblem& pr, std::int64_t chunk) {
 
 namespace Impl {
 /// Tile seconds of rank x's block at one step (zigzag: its half-blocks, as the
-/// executor's for_each_half_block visits them).
+/// executor's for_each_half_block visits them). A window or documents price each
+/// (half-)block by its allowed pairs; a dense mask by the block's kind as before.
 inline double ring_task_seconds(const RingSchedule& s, int x, int t, TileDirection dir, const AttnProblem& pr,
                                 std::int64_t c, const TileThroughput& tiles) {
   const auto task = s.task(x, t);
   if (!task) return 0;
   const double bh = double(pr.batch) * pr.heads;
+  if (!pr.dense()) {
+    // Each piece of the query rank's rows against each of the key rank's, priced
+    // by what the mask allows of it (skipped pieces cost nothing).
+    const RingLayout lay(s.num_ranks(), c, s.kind());
+    const Mask rule = pr.rule();
+    const ShapeClass cls{dir, BlockKind::Causal, pr.dtype, pr.head_dim};
+    double seconds = 0;
+    for (int a = 0; a < lay.pieces(); ++a)
+      for (int b = 0; b < lay.pieces(); ++b)
+        seconds += tiles.masked_block_seconds(cls, bh, rule, lay.piece(task->q_chunk, a), lay.piece_len(),
+                                              lay.piece(task->k_chunk, b), lay.piece_len());
+    return seconds;
+  }
   const ShapeClass full{dir, BlockKind::Full, pr.dtype, pr.head_dim};
   const ShapeClass diag{dir, BlockKind::Causal, pr.dtype, pr.head_dim};
   // A square block of n rows, diagonal (causal) or unmasked.

@@ -5,6 +5,7 @@
 /// choice, and what is predicted for it. Pure data, no communication.
 
 #include <DistAttn/core/error.hpp>
+#include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/executor/executor_spec.hpp>
 #include <DistAttn/cost/tile_throughput.hpp>
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace DistAttn {
 
@@ -24,6 +26,25 @@ struct AttnProblem {
   int head_dim = 128;        ///< d
   std::string dtype = "bf16";
   bool causal = true;
+  /// Key window and packed documents (global offsets, cu_seqlens) as
+  /// ExecutorOptions has them: the work is priced in allowed pairs under them
+  /// (TileThroughput::masked_block_seconds). Unbounded and empty: dense.
+  Window window{};
+  std::vector<std::int64_t> documents{};
+
+  /// Causality, window and documents from the options an executor is built with.
+  AttnProblem& with_mask_of(const ExecutorOptions& o) {
+    causal = o.causal, window = o.window, documents = o.documents;
+    return *this;
+  }
+  /// The global rule (ExecutorOptions::mask_rule); its documents point into this object.
+  Mask rule() const {
+    ExecutorOptions o;
+    o.causal = causal, o.window = window;
+    const Mask m = o.mask_rule();
+    return documents.empty() ? m : m.with_documents(Documents{documents.data(), int(documents.size()) - 1});
+  }
+  bool dense() const { return !window.bounded() && documents.empty(); }
 
   int io_bytes() const { return dtype_bytes(dtype); }
   int acc_bytes() const { return accum_bytes(dtype); }
@@ -34,6 +55,10 @@ struct AttnProblem {
                      "heads (" << heads << ") must be a positive multiple of kv_heads (" << kv_heads << ")");
     DISTATTN_REQUIRE(head_dim >= 1, where, "head_dim must be >= 1, got " << head_dim);
     dtype_bytes(dtype);
+    // The window and the documents are checked as an executor checks them.
+    ExecutorOptions o;
+    o.causal = causal, o.window = window, o.documents = documents;
+    check_shared_options(where, o, seq_len);
   }
 };
 

@@ -104,8 +104,8 @@ inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem&
   const UlyssesSizes z = ulysses_sizes(pr, P, pr.seq_len / P);
   const bool bwd = dir == TileDirection::Backward;
   const ShapeClass cls{dir, pr.causal ? BlockKind::Causal : BlockKind::Full, pr.dtype, pr.head_dim};
-  const double call =
-      m.shared_step_seconds(m.tiles.block_seconds(cls, double(pr.batch) * Lg, {0, 1}, pr.seq_len, {0, 1}, pr.seq_len));
+  const double call = m.shared_step_seconds(
+      m.tiles.masked_block_seconds(cls, double(pr.batch) * Lg, pr.rule(), {0, 1}, pr.seq_len, {0, 1}, pr.seq_len));
   std::vector<double> in(G, 0), comp(G, call), out(G, 0), copies(G, 0);
   PassPrediction p;
   for (int g = 0; g < G; ++g)

@@ -237,9 +237,34 @@ class TileThroughput {
   /// charged for: kept pairs (causal) or all of them, or whole tiles where the
   /// class has tile_rows.
   double block_pairs(const ShapeClass& c, PositionMap q, std::int64_t nq, PositionMap k, std::int64_t nk) const {
-    const Mask m = c.kind == BlockKind::Causal ? Mask::causal(q, k) : Mask{MaskKind::None, q, k};
+    return block_pairs(c, c.kind == BlockKind::Causal ? Mask::causal(q, k) : Mask{MaskKind::None, q, k}, nq, nk);
+  }
+  /// The same under the mask m (its position maps place the block).
+  double block_pairs(const ShapeClass& c, const Mask& m, std::int64_t nq, std::int64_t nk) const {
     if (const std::int64_t t = rate(c).tile_rows; t > 0) return double(tile_pairs(m, nq, nk, t));
     return double(m.allowed_pairs(nq, nk));
+  }
+  /// Seconds of a call on nq queries at q against nk keys at k under a global
+  /// rule (causal or not, key window, documents; on global positions). A block
+  /// the rule skips costs nothing (the executors skip it), one it allows whole is
+  /// an unmasked (full) call, and any other is a masked (causal-class) call charged
+  /// for its allowed pairs, or the tiles its kernel visits. A dense rule is priced
+  /// as before windows and documents existed: by the class it names.
+  double masked_block_seconds(ShapeClass c, double batch_heads, const Mask& rule, PositionMap q, std::int64_t nq,
+                              PositionMap k, std::int64_t nk) const {
+    if (rule.is_dense()) {
+      c.kind = rule.is_causal() ? BlockKind::Causal : BlockKind::Full;
+      return block_seconds(c, batch_heads, q, nq, k, nk);
+    }
+    if (nq <= 0 || nk <= 0) return 0;
+    const Mask m = rule.at(q, k);
+    switch (m.relation(0, nq, 0, nk)) {
+      case Relation::Skip: return 0;
+      case Relation::Full: c.kind = BlockKind::Full; return block_seconds(c, batch_heads, q, nq, k, nk);
+      case Relation::Partial: break;
+    }
+    c.kind = BlockKind::Causal;
+    return call_seconds(c, batch_heads, block_pairs(c, m, nq, nk));
   }
   /// Predicted seconds of that call.
   double block_seconds(const ShapeClass& c, double batch_heads, PositionMap q, std::int64_t nq, PositionMap k,

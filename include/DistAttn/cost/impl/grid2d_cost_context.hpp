@@ -21,9 +21,10 @@ struct Grid2DCostContext {
   const MachineModel& m;
   const RankPlacement& place;
   LinkLevel row_level = LinkLevel::Intra, col_level = LinkLevel::Intra, permute_level = LinkLevel::Intra;
+  Mask rule;  ///< pr's global rule (its documents point into pr)
 
   Grid2DCostContext(const AttnProblem& p, const Grid2DLayout& l, const MachineModel& mm, const RankPlacement& pl)
-      : pr(p), g(l), m(mm), place(pl) {
+      : pr(p), g(l), m(mm), place(pl), rule(p.rule()) {
     for (int r = 0; r < g.rows(); ++r)
       if (place.group_level(g.row_members(r)) == LinkLevel::Inter) row_level = LinkLevel::Inter;
     for (int c = 0; c < g.cols(); ++c)
@@ -36,9 +37,10 @@ struct Grid2DCostContext {
 
   double n() const { return double(g.shard_len()); }
   /// Tile seconds of a block call of query rows at `q` against keys at `k`.
+  /// Priced under the problem's rule: a window or documents count allowed pairs.
   double block(TileDirection dir, PositionMap q, std::int64_t nq, PositionMap k, std::int64_t nk) const {
     const ShapeClass cls{dir, pr.causal ? BlockKind::Causal : BlockKind::Full, pr.dtype, pr.head_dim};
-    return m.tiles.block_seconds(cls, double(pr.batch) * pr.heads, q, nq, k, nk);
+    return m.tiles.masked_block_seconds(cls, double(pr.batch) * pr.heads, rule, q, nq, k, nk);
   }
   /// The slowest rank's block at one step: f(r, c) gives that rank's seconds.
   /// Every rank computes at every step (on shared cores, MachineModel::shared_step_seconds).
