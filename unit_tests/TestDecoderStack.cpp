@@ -232,6 +232,71 @@ TYPED_TEST(DecoderStackTest, MatchesTheSameStackOnOneRank) {
                                                           << ")";
 }
 
+/// Packed documents (issue #37): a stack over P ranks whose executor has documents
+/// gives every document's tokens the output and input gradient of the same stack
+/// run on that document alone on one rank, and its weight gradients are the sum of
+/// the documents'. Attention across documents changes them by O(1). (Scores depend
+/// only on distances within a document, so whether RoPE restarts its positions
+/// there does not show here; LayerParts' RoPE test checks the positions.)
+TEST(DecoderStack, PackedDocumentsTrainAsSeparateSequences) {
+  auto comm             = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  auto self             = Comm::from_raw(MPI_COMM_SELF, Exec());
+  const DecoderConfig c = tiny_config();
+  const int N           = kChunk * comm.size();
+  const Problem p       = make_problem(N, c);
+  // Three documents at cuts drawn from the shared seed, 1 <= a < b <= N - 1.
+  const std::int64_t a = 1 + std::int64_t(p.seed % std::uint64_t(N - 2));
+  const std::int64_t b = a + 1 + std::int64_t((p.seed >> 16) % std::uint64_t(N - a - 1));
+  ExecutorOptions opts;
+  opts.documents = {0, a, b, N};
+
+  // Each document alone: its rows of the problem on one rank, positions from 0.
+  std::vector<StepResult> alone;
+  for (int d = 0; d < 3; ++d) {
+    const std::int64_t off = opts.documents[d], len = opts.documents[d + 1] - off;
+    Problem pd{p.seed, H3("x", kBatch, len, c.hidden), H3("dz", kBatch, len, c.hidden)};
+    for (int s = 0; s < kBatch; ++s)
+      for (std::int64_t i = 0; i < len; ++i)
+        for (int e = 0; e < c.hidden; ++e) pd.x(s, i, e) = p.x(s, off + i, e), pd.dz(s, i, e) = p.dz(s, off + i, e);
+    RingOptions vo;
+    vo.kind = RingKind::Vanilla;
+    Ring one(self, Exec(), kBatch, int(len), c.heads, c.kv_heads, c.head_dim, vo);
+    alone.push_back(run_step(self, one, c, CheckpointPolicy::None, pd, p.seed));
+  }
+
+  for (ExecutorKind kind : {ExecutorKind::RingZigzag, ExecutorKind::RingBalanced, ExecutorKind::Grid2DO}) {
+    SCOPED_TRACE(std::string(to_string(kind)) + ", documents [0, " + std::to_string(a) + ", " + std::to_string(b) +
+                 ", " + std::to_string(N) + "], seed " + std::to_string(p.seed));
+    ExecutorChoice choice;
+    choice.kind = kind;
+    auto attn   = make_attention<T>(comm, Exec(), LocalProblem{kBatch, kChunk, c.heads, c.kv_heads, c.head_dim},
+                                    choice, opts);
+    const StepResult packed = run_step(comm, *attn, c, CheckpointPolicy::RematAware, p, p.seed);
+    std::vector<double> out_ref, dx_ref;
+    const TokenLayout& t = packed.layout;
+    for (int s = 0; s < kBatch; ++s)
+      for (int i = 0; i < t.local_rows(); ++i) {
+        const std::int64_t g = t.position(i);
+        const int d          = g < a ? 0 : g < b ? 1 : 2;
+        const std::int64_t len = opts.documents[d + 1] - opts.documents[d];
+        for (int e = 0; e < c.hidden; ++e) {
+          const std::size_t at = (std::size_t(s) * len + (g - opts.documents[d])) * c.hidden + e;
+          out_ref.push_back(alone[d].out[at]);
+          dx_ref.push_back(alone[d].dx[at]);
+        }
+      }
+    const double tol = 1e-12;  // fp64 sums reordered, as in MatchesTheSameStackOnOneRank
+    EXPECT_LT(rel_diff(packed.out, out_ref), tol) << "output";
+    EXPECT_LT(rel_diff(packed.dx, dx_ref), tol) << "input gradient";
+    for (int l = 0; l < kLayers; ++l) {
+      std::vector<double> sum(alone[0].grads[l].size(), 0.0);
+      for (const auto& r : alone)
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += r.grads[l][i];
+      EXPECT_LT(rel_diff(packed.grads[l], sum), tol) << "weight gradients of layer " << l;
+    }
+  }
+}
+
 /// Loss = sum over all ranks' tokens of <out, dz>, whose gradient is backward(dz).
 template <class Stack>
 double loss(Stack& stack, const X3& x, const X3& dz) {

@@ -12,8 +12,11 @@
 #include <DistAttn/layer/swiglu.hpp>
 #include <DistAttn/testing/random_fill.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace DistAttn::Test {
@@ -170,30 +173,44 @@ TEST(LayerParts, SwiGluForwardAndBackward) {
 }
 
 /// RoPE at the positions of every layout: matches the host rotation, the inverse
-/// undoes it, and scores of a rotated pair depend only on their distance.
+/// undoes it, and scores of a rotated pair depend only on their distance. With
+/// packed documents a position counts from its document's first token.
 TEST(LayerParts, RopeFollowsTheLayoutPositions) {
   const std::uint64_t seed = fresh_seed();
   const int heads = 3, D = 8, c = 6, P = 4, B = 2;
   const double theta = 10000.0;
-  for (auto kind : {TokenLayout::Kind::Contiguous, TokenLayout::Kind::Zigzag, TokenLayout::Kind::Cyclic}) {
-    TokenLayout t;
-    t.kind = kind, t.rank = 1, t.size = P, t.chunk = c;
-    auto x   = random_matrix<double>(B * c, heads * D, seed);
-    auto hx0 = host(x);
-    rope_apply(Exec(), x, heads, D, t, theta, +1);
-    const auto hx = host(x);
-    HostMatrix ref("ref", B * c, heads * D);
-    for (int r = 0; r < B * c; ++r)
-      for (int h = 0; h < heads; ++h)
-        for (int j = 0; j < D / 2; ++j) {
-          const double ang = double(t.position(r % c)) * std::pow(theta, -2.0 * j / D);
-          const double a = hx0(r, h * D + j), b = hx0(r, h * D + j + D / 2);
-          ref(r, h * D + j)         = a * std::cos(ang) - b * std::sin(ang);
-          ref(r, h * D + j + D / 2) = b * std::cos(ang) + a * std::sin(ang);
-        }
-    EXPECT_LT(rel_err(hx, ref), 1e-13) << to_string(kind) << " (seed " << seed << ")";
-    rope_apply(Exec(), x, heads, D, t, theta, -1);
-    EXPECT_LT(rel_err(host(x), hx0), 1e-13) << to_string(kind) << " inverse (seed " << seed << ")";
+  const std::vector<std::int64_t> offsets = {0, 5, 7, 8, 19, 24};  // documents across ranks, one of length 1
+  Kokkos::View<std::int64_t*, Mem> dev_offsets("offsets", offsets.size());
+  Kokkos::deep_copy(dev_offsets, Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                                     offsets.data(), offsets.size()));
+  for (bool packed : {false, true}) {
+    const Documents docs = packed ? Documents{dev_offsets.data(), int(offsets.size()) - 1} : Documents{};
+    const auto rotary_position = [&](std::int64_t p) {
+      if (!packed) return p;
+      return p - *(std::upper_bound(offsets.begin(), offsets.end(), p) - 1);
+    };
+    for (auto kind : {TokenLayout::Kind::Contiguous, TokenLayout::Kind::Zigzag, TokenLayout::Kind::Cyclic}) {
+      TokenLayout t;
+      t.kind = kind, t.rank = 1, t.size = P, t.chunk = c;
+      const std::string what = std::string(to_string(kind)) + (packed ? " packed" : "") + " (seed " +
+                               std::to_string(seed) + ")";
+      auto x   = random_matrix<double>(B * c, heads * D, seed);
+      auto hx0 = host(x);
+      rope_apply(Exec(), x, heads, D, t, theta, +1, docs);
+      const auto hx = host(x);
+      HostMatrix ref("ref", B * c, heads * D);
+      for (int r = 0; r < B * c; ++r)
+        for (int h = 0; h < heads; ++h)
+          for (int j = 0; j < D / 2; ++j) {
+            const double ang = double(rotary_position(t.position(r % c))) * std::pow(theta, -2.0 * j / D);
+            const double a = hx0(r, h * D + j), b = hx0(r, h * D + j + D / 2);
+            ref(r, h * D + j)         = a * std::cos(ang) - b * std::sin(ang);
+            ref(r, h * D + j + D / 2) = b * std::cos(ang) + a * std::sin(ang);
+          }
+      EXPECT_LT(rel_err(hx, ref), 1e-13) << what;
+      rope_apply(Exec(), x, heads, D, t, theta, -1, docs);
+      EXPECT_LT(rel_err(host(x), hx0), 1e-13) << what << " inverse";
+    }
   }
   // Positions of rank 1 of 4, chunk 6: contiguous 6..11, zigzag 3,4,5 and 18,19,20, cyclic 1,5,9,...
   TokenLayout z;

@@ -183,6 +183,7 @@ class HybridAttention {
   std::size_t held_bytes() const { return x_.held_bytes() + (a2d_ ? a2d_->held_bytes() : ring_->held_bytes()); }
 
   const UlyssesStats& stats() const { return rec_.stats(); }
+  const HybridOptions& options() const { return opts_; }
   /// Forget the head-side q, k, v, O and LSE saved by forward (the next backward
   /// rebuilds them). Not needed for safety (backward checks the inputs' content),
   /// but saves that check's read when the caller knows the inputs changed.

@@ -15,6 +15,7 @@
 /// are row-major [batch * tokens, width]; row b*chunk + i is local token i of
 /// sequence b, as the executors' [batch, tokens, heads, head_dim] tensors.
 
+#include <DistAttn/exec/impl/kernel_documents.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/layer/layer_weights.hpp>
 #include <DistAttn/layer/linear.hpp>
@@ -22,7 +23,9 @@
 #include <DistAttn/layer/rope.hpp>
 #include <DistAttn/layer/swiglu.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace DistAttn {
 
@@ -102,8 +105,11 @@ class DecoderLayer {
   using Scratch = LayerGradScratch<T, Mem>;
   using View4   = Impl::Unmanaged4<T, Mem>;
 
-  DecoderLayer(const DecoderConfig& cfg, int batch, const TokenLayout& layout, const Exec& exec)
-      : cfg_(cfg), B_(batch), layout_(layout), exec_(exec) {}
+  /// `documents`: the attention executor's global document offsets (empty: one
+  /// sequence); RoPE counts positions from each document's start.
+  DecoderLayer(const DecoderConfig& cfg, int batch, const TokenLayout& layout, const Exec& exec,
+               const std::vector<std::int64_t>& documents = {})
+      : cfg_(cfg), B_(batch), layout_(layout), exec_(exec), doc_copy_(documents), docs_(doc_copy_.documents()) {}
 
   /// x -> h1, q, k, v (q, k rotated).
   template <class XV>
@@ -112,8 +118,8 @@ class DecoderLayer {
     linear_forward(exec_, a.h1, w.matrix(Weight::Q), a.q);
     linear_forward(exec_, a.h1, w.matrix(Weight::K), a.k);
     linear_forward(exec_, a.h1, w.matrix(Weight::V), a.v);
-    rope_apply(exec_, a.q, cfg_.heads, cfg_.head_dim, layout_, cfg_.rope_theta, +1);
-    rope_apply(exec_, a.k, cfg_.kv_heads, cfg_.head_dim, layout_, cfg_.rope_theta, +1);
+    rope_apply(exec_, a.q, cfg_.heads, cfg_.head_dim, layout_, cfg_.rope_theta, +1, docs_);
+    rope_apply(exec_, a.k, cfg_.kv_heads, cfg_.head_dim, layout_, cfg_.rope_theta, +1, docs_);
   }
 
   /// o, lse = attention(q, k, v) through the executor (collective over its ranks).
@@ -163,8 +169,8 @@ class DecoderLayer {
     attn.backward(heads4(a.q, cfg_.heads), heads4(a.k, cfg_.kv_heads), heads4(a.v, cfg_.kv_heads),
                   heads4(a.o, cfg_.heads), heads4(t.dout_attn, cfg_.heads), a.lse, heads4(t.dq, cfg_.heads),
                   heads4(t.dk, cfg_.kv_heads), heads4(t.dv, cfg_.kv_heads));
-    rope_apply(exec_, t.dq, cfg_.heads, cfg_.head_dim, layout_, cfg_.rope_theta, -1);
-    rope_apply(exec_, t.dk, cfg_.kv_heads, cfg_.head_dim, layout_, cfg_.rope_theta, -1);
+    rope_apply(exec_, t.dq, cfg_.heads, cfg_.head_dim, layout_, cfg_.rope_theta, -1, docs_);
+    rope_apply(exec_, t.dk, cfg_.kv_heads, cfg_.head_dim, layout_, cfg_.rope_theta, -1, docs_);
     linear_backward_weight(exec_, a.h1, t.dq, g.matrix(Weight::Q));
     linear_backward_weight(exec_, a.h1, t.dk, g.matrix(Weight::K));
     linear_backward_weight(exec_, a.h1, t.dv, g.matrix(Weight::V));
@@ -188,6 +194,8 @@ class DecoderLayer {
   int B_;
   TokenLayout layout_;
   Exec exec_;
+  Impl::KernelDocuments<Mem> doc_copy_;
+  Documents docs_;  // doc_copy_'s offsets
 };
 
 }  // namespace DistAttn

@@ -18,6 +18,10 @@
 /// The same kernels run on the same inputs either way, so the gradients are
 /// bitwise identical across policies. attention_forward_calls() counts, per
 /// layer, the executor forwards since the last forward(): 1, 2 and 1.
+///
+/// Packed documents are the executor's (ExecutorOptions::documents): attention
+/// stays within each document and RoPE positions restart at each document's first
+/// token, so a packed batch trains as its documents would one by one.
 
 #include <DistAttn/comm.hpp>
 #include <DistAttn/exec/impl/executor_inputs.hpp>
@@ -49,7 +53,8 @@ class DecoderStack {
   DecoderStack(Comm& comm, Attn& attn, const Exec& exec, const DecoderConfig& cfg, int layers, int batch,
                CheckpointPolicy policy)
       : comm_(comm), attn_(attn), exec_(exec), cfg_(cfg), L_(layers), B_(batch), policy_(policy),
-        layout_(checked_layout(comm, attn, cfg, layers, batch)), layer_(cfg, batch, layout_, exec),
+        layout_(checked_layout(comm, attn, cfg, layers, batch)),
+        layer_(cfg, batch, layout_, exec, attn.options().documents),
         calls_(std::size_t(layers), 0) {
     const int c = layout_.local_rows();
     for (int l = 0; l < L_; ++l) {

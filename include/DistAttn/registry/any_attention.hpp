@@ -60,6 +60,8 @@ class AnyAttention {
   virtual void invalidate_saved_inputs() = 0;
   virtual MemoryPlan memory_plan() const = 0;
   virtual PassSummary last_pass() const = 0;
+  /// The options every executor shares (mask, scale, window, documents) as built.
+  virtual const ExecutorOptions& options() const = 0;
   const ExecutorChoice& choice() const { return choice_; }
   const LocalProblem& problem() const { return problem_; }
   /// Ranks of the communicator it was built on.
@@ -96,6 +98,7 @@ class AttentionOf final : public AnyAttention<T, CommSpace, Exec> {
   TokenLayout token_layout(int rank) const override { return layout_(*e_, rank); }
   void invalidate_saved_inputs() override { e_->invalidate_saved_inputs(); }
   MemoryPlan memory_plan() const override { return e_->memory_plan(); }
+  const ExecutorOptions& options() const override { return e_->options(); }
   PassSummary last_pass() const override {
     const auto& s = e_->stats();
     return {s.tasks, s.merges, s.transfers, s.total_s, s.compute_s, s.wait_s, s.total_sent(), s.total_received()};

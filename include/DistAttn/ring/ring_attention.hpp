@@ -107,6 +107,7 @@ class RingAttention {
   /// Which global positions each rank's rows hold.
   const RingLayout& layout() const { return layout_; }
   const RingStats& stats() const { return rec_.stats(); }
+  const RingOptions& options() const { return opts_; }
   int chunk() const { return c_; }
 
   /// Bytes this executor's workspace holds now.

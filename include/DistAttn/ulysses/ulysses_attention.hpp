@@ -82,6 +82,7 @@ class UlyssesAttention {
   }
 
   const UlyssesStats& stats() const { return rec_.stats(); }
+  const UlyssesOptions& options() const { return opts_; }
   const UlyssesHeads& heads() const { return x_.heads(); }
   /// Head groups the all-to-alls are pipelined over.
   int head_groups() const { return x_.groups(); }

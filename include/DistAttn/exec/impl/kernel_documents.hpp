@@ -29,6 +29,8 @@ class KernelDocuments {
     for (std::size_t i = 0; i < host.size(); ++i) h(i) = host[i];
     Kokkos::deep_copy(dev_, h);
   }
+  /// The documents, read from this copy (none without documents).
+  Documents documents() const { return Documents{dev_.data(), dev_.extent(0) > 0 ? int(dev_.extent(0)) - 1 : 0}; }
   /// `rule` (a mask on host offsets) reading its documents from this copy instead.
   Mask for_kernels(Mask rule) const {
     if (rule.docs.any()) rule.docs.offsets = dev_.data();
