@@ -4,6 +4,10 @@
 
 #include "test_helpers.hpp"
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 namespace DistAttn::Test {
 namespace {
 
@@ -84,6 +88,24 @@ TEST(BadInput, NonPositiveMaskStride) {
   AttnOptions opts;
   opts.mask = Mask::causal({0, 0}, {0, 1});
   expect_invalid([&] { attention_fwd(Exec(), w.q, w.k, w.v, w.o, w.lse, opts); }, {"stride"});
+}
+
+/// Unsorted document offsets would send the document search astray: a silent
+/// wrong answer unless the one-call APIs refuse them.
+TEST(BadInput, UnsortedOrUnanchoredDocuments) {
+  auto w = make(8, 8, 2, 2, 64);
+  Tensor4<T, Mem> dq("dq", 1, 8, 2, 64), dk("dk", 1, 8, 2, 64), dv("dv", 1, 8, 2, 64);
+  for (const auto& [offsets, what] : {std::pair<std::vector<std::int64_t>, const char*>{{0, 5, 3, 8}, "decrease"},
+                                      {{1, 4, 8}, "first offset"}}) {
+    Kokkos::View<std::int64_t*, Mem> dev("offsets", offsets.size());
+    Kokkos::deep_copy(dev, Kokkos::View<const std::int64_t*, Kokkos::HostSpace, Kokkos::MemoryUnmanaged>(
+                               offsets.data(), offsets.size()));
+    AttnOptions opts;
+    opts.mask = Mask::causal({0, 1}, {0, 1}).with_documents(Documents{dev.data(), int(offsets.size()) - 1});
+    expect_invalid([&] { attention_fwd(Exec(), w.q, w.k, w.v, w.o, w.lse, opts); }, {"documents", what});
+    expect_invalid([&] { attention_bwd(Exec(), w.q, w.k, w.v, w.o, w.o, w.lse, dq, dk, dv, opts); },
+                   {"documents", what});
+  }
 }
 
 TEST(BadInput, NaNInInputs) {

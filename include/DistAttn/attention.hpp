@@ -176,7 +176,10 @@ bool attention_fwd_direct(const Exec& exec, const QV& q, const KV& k, const VV& 
   constexpr const char* where = "DistAttn::attention_fwd";
   Impl::check_qkv<Exec>(where, q, k, v, opts);
   Impl::check_same4(where, "q", q, "o", o);
-  if (opts.check_finite) Impl::check_finite_qkv(exec, where, q, k, v);
+  if (opts.check_finite) {
+    Impl::check_finite_qkv(exec, where, q, k, v);
+    Impl::check_documents<Exec>(where, opts.mask);
+  }
   // The direct path skips attention_finalize, so its checks on o and lse are made here.
   Impl::require_accessible<Exec, OV>(where, "o");
   Impl::require_accessible<Exec, LseV>(where, "lse");
@@ -224,6 +227,7 @@ void attention_bwd(const Exec& exec, const QV& q, const KV& k, const VV& v, cons
   constexpr const char* where = "DistAttn::attention_bwd";
   Impl::check_qkv<Exec>(where, q, k, v, opts);
   Impl::check_bwd_args(exec, where, q, k, v, o, dout, lse, dq, dk, dv, opts.check_finite);
+  if (opts.check_finite) Impl::check_documents<Exec>(where, opts.mask);
   using Acc = typename LseV::non_const_value_type;
   using M   = typename Exec::memory_space;
   const int B = int(q.extent(0)), S = int(q.extent(1)), H = int(q.extent(2)), D = int(q.extent(3));

@@ -42,7 +42,8 @@ struct AttnOptions {
   double scale = 0.0;
   Mask mask{};
   KernelPath path = KernelPath::Auto;
-  /// Scan inputs for NaN/Inf and throw (one extra read of Q, K, V). The
+  /// Scan inputs for NaN/Inf and throw (one extra read of Q, K, V), and check
+  /// that the mask's document offsets start at 0 and do not decrease. The
   /// per-block building-block calls never scan; the one-call APIs do when set.
   bool check_finite = true;
   /// Backward: add the dQ contributions of the key tiles in a fixed order, so

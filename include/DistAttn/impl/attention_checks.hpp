@@ -12,6 +12,7 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <sstream>
 
 namespace DistAttn {
@@ -86,6 +87,22 @@ template <class Exec, class V>
 void check_finite(const Exec& exec, const char* where, const char* arg, const V& x) {
   const long bad = count_nonfinite4(exec, x);
   DISTATTN_REQUIRE(bad == 0, where, "argument '" << arg << "' contains " << bad << " NaN/Inf values");
+}
+
+/// The mask's document offsets (in Exec's memory space) start at 0 and do not
+/// decrease: unsorted offsets would make the document search return wrong
+/// documents, a silent wrong answer. One small copy to the host, so only where
+/// the inputs are scanned too (AttnOptions::check_finite).
+template <class Exec>
+void check_documents(const char* where, const Mask& mask) {
+  if (!mask.docs.any()) return;
+  using Offsets = Kokkos::View<std::int64_t*, typename Exec::memory_space, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const auto h = Kokkos::create_mirror_view_and_copy(
+      Kokkos::HostSpace(), Offsets(const_cast<std::int64_t*>(mask.docs.offsets), std::size_t(mask.docs.count) + 1));
+  DISTATTN_REQUIRE(h(0) == 0, where, "mask documents: the first offset must be 0, got " << h(0));
+  for (int d = 1; d <= mask.docs.count; ++d)
+    DISTATTN_REQUIRE(h(d) >= h(d - 1), where,
+                     "mask documents: offsets must not decrease, got " << h(d - 1) << " then " << h(d) << " at " << d);
 }
 
 template <class V, class W>
