@@ -131,6 +131,38 @@ TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
   }
 }
 
+// A causal window narrower than a chunk leaves every block more than one chunk
+// back without an allowed pair: the ring kinds that do not split blocks (vanilla,
+// balanced) then run no kernel for it. Tasks of the pass, summed over ranks,
+// against the dense causal pass: fewer from P = 3 on (at P <= 2 every block
+// touches the diagonal or its neighbour).
+TEST(ExecutorWindows, RingRunsNoKernelForMaskedOutBlocks) {
+  Comm comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  const int P = world_size();
+  const LocalProblem p{1, 12, 2, 2, 16};
+  for (ExecutorKind kind : {ExecutorKind::RingVanilla, ExecutorKind::RingBalanced}) {
+    auto tasks = [&](const Window& w) {
+      ExecutorOptions o;
+      o.window = w;
+      ExecutorChoice c;
+      c.kind  = kind;
+      auto ex = make_attention<T>(comm, Exec(), p, c, o);
+      Tensor4<T, Mem> q("q", p.batch, p.local_seq, p.heads, p.head_dim), out("o", p.batch, p.local_seq, p.heads, p.head_dim);
+      RowStats<T, Mem> lse("lse", p.batch, p.heads, p.local_seq);
+      ex->forward(q, q, q, out, lse);
+      long n = ex->last_pass().tasks;
+      MPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      return n;
+    };
+    const long dense = tasks(Window{}), windowed = tasks(Window{5, 0});
+    // Within the window: the own block and the one before it, on each rank.
+    if (P >= 3) {
+      EXPECT_LT(windowed, dense) << to_string(kind) << " P=" << P;
+    }
+    EXPECT_GE(windowed, 2L * P - 1) << to_string(kind) << " P=" << P;
+  }
+}
+
 // A negative window side and malformed document offsets are refused when the
 // executor is built, on every rank.
 TEST(ExecutorWindows, BadMasksAreRefused) {

@@ -280,10 +280,10 @@ class RingAttention {
         if (zigzag()) {
           zigzag_fwd(x, task.k_chunk, q, buf_.kbuf[s], buf_.vbuf[s]);
         } else if (task.own_query) {
-          timed([&] { attention_fwd_update(compute_, q, buf_.kbuf[s], buf_.vbuf[s], buf_.own, ao); });
+          if (!masked_out(task)) timed([&] { attention_fwd_update(compute_, q, buf_.kbuf[s], buf_.vbuf[s], buf_.own, ao); });
         } else {
-          reset_state(compute_, buf_.spart[s]);
-          timed([&] { attention_fwd_update(compute_, buf_.qbuf[s], k, v, buf_.spart[s], ao); });
+          reset_state(compute_, buf_.spart[s]);  // sent even when empty: the schedule expects it
+          if (!masked_out(task)) timed([&] { attention_fwd_update(compute_, buf_.qbuf[s], k, v, buf_.spart[s], ao); });
         }
       }
       post_results(t);
@@ -395,14 +395,14 @@ class RingAttention {
           Kokkos::deep_copy(compute_, buf_.sdv[s], Acc(0));
           if (zigzag()) {
             zigzag_bwd(x, task.k_chunk, q, buf_.kbuf[s], buf_.vbuf[s], dout, lse, buf_.sdk[s], buf_.sdv[s]);
-          } else {
+          } else if (!masked_out(task)) {
             timed([&] {
               attention_bwd_update(compute_, q, buf_.kbuf[s], buf_.vbuf[s], dout, lse, buf_.delta, buf_.gq, buf_.sdk[s], buf_.sdv[s], ao);
             });
           }
         } else {
           Kokkos::deep_copy(compute_, buf_.sdq[s], Acc(0));
-          timed([&] {
+          if (!masked_out(task)) timed([&] {
             attention_bwd_update(compute_, buf_.qbuf[s], k, v, buf_.dobuf[s], buf_.lsebuf[s], buf_.delbuf[s], buf_.sdq[s], buf_.gk, buf_.gv, ao);
           });
         }
@@ -504,6 +504,13 @@ class RingAttention {
 
   /// The options' mask with its documents read where the kernels run.
   Mask kernel_rule() const { return kdocs_.for_kernels(opts_.mask_rule()); }
+  /// A window or documents can leave a whole block without an allowed pair: its
+  /// kernel would leave every output as it is, so it does not run. (Dense
+  /// schedules emit no such block; zigzag asks per half-block.)
+  bool masked_out(const ComputeTask& task) const {
+    const Mask rule = opts_.mask_rule();  // host offsets
+    return !rule.is_dense() && task.mask(c_, rule).relation(0, c_, 0, c_) == Relation::Skip;
+  }
   AttnOptions task_options(const Mask& mask) const {
     AttnOptions ao  = opts_.attn.with_mask(mask);
     ao.check_finite = false;
