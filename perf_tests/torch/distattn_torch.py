@@ -28,7 +28,7 @@ import weakref
 import torch
 import torch.distributed as dist
 
-API_VERSION = 1
+API_VERSION = 3
 
 EXECUTORS = {"ring": 0, "balanced": 1, "zigzag": 2, "grid2d-no": 3, "grid2d-o": 4, "ulysses": 5, "hybrid": 6}
 DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
@@ -42,7 +42,9 @@ class _Config(ctypes.Structure):
                 ("kv_heads", ctypes.c_int), ("head_dim", ctypes.c_int), ("causal", ctypes.c_int),
                 ("scale", ctypes.c_double), ("grid_rows", ctypes.c_int), ("grid_cols", ctypes.c_int),
                 ("ulysses_degree", ctypes.c_int), ("hybrid_inner", ctypes.c_int), ("head_group", ctypes.c_int),
-                ("memory_limit_bytes", ctypes.c_size_t)]
+                ("memory_limit_bytes", ctypes.c_size_t), ("window_left", ctypes.c_int64),
+                ("window_right", ctypes.c_int64), ("cu_seqlens", ctypes.POINTER(ctypes.c_int64)),
+                ("num_documents", ctypes.c_int64)]
 
 
 class _Tensor(ctypes.Structure):

@@ -9,7 +9,7 @@ import atexit
 import ctypes
 import os
 
-API_VERSION = 2
+API_VERSION = 3
 
 STATUS = {0: "success", 1: "invalid argument", 2: "communication error", 3: "unsupported in this build",
           4: "out of memory", 5: "not initialized", 6: "internal error"}
@@ -35,7 +35,8 @@ class Config(ctypes.Structure):
                 ("scale", ctypes.c_double), ("grid_rows", ctypes.c_int), ("grid_cols", ctypes.c_int),
                 ("ulysses_degree", ctypes.c_int), ("hybrid_inner", ctypes.c_int), ("head_group", ctypes.c_int),
                 ("memory_limit_bytes", ctypes.c_size_t), ("window_left", ctypes.c_int64),
-                ("window_right", ctypes.c_int64)]
+                ("window_right", ctypes.c_int64), ("cu_seqlens", ctypes.POINTER(ctypes.c_int64)),
+                ("num_documents", ctypes.c_int64)]
 
 
 class Tensor(ctypes.Structure):

@@ -4,7 +4,9 @@
 
 #include "c_agree.hpp"
 
+#include <DistAttn/comm/impl/entry_agreement.hpp>
 #include <DistAttn/core/kokkos_compat.hpp>
+#include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/impl/member_count.hpp>
 
 #include <algorithm>
@@ -26,6 +28,8 @@ namespace {
 // added here; the static_assert below fails until it is.
 //  - memory_limit_bytes: a bound on this rank's workspace; the executors agree on
 //    the head group it leads to (the smallest any rank can afford).
+//  - cu_seqlens: a pointer into each rank's own memory; the offsets it points to
+//    are agreed through num_documents and their hash (config_fields).
 #define DISTATTN_C_CONFIG_FIELDS(AGREED, EXEMPT) \
   AGREED(api_version, Int)                       \
   AGREED(executor, Executor)                     \
@@ -44,7 +48,9 @@ namespace {
   AGREED(head_group, Int)                        \
   AGREED(window_left, Int)                       \
   AGREED(window_right, Int)                      \
-  EXEMPT(memory_limit_bytes)
+  EXEMPT(memory_limit_bytes)                     \
+  EXEMPT(cu_seqlens)                             \
+  AGREED(num_documents, Int)
 
 /// A field as read from the caller's struct: enums as the int they hold (a C
 /// enum may hold any int; as a C++ enum outside its enumerators it is undefined).
@@ -97,14 +103,26 @@ std::int64_t field_bits(double v) {
   return b;
 }
 
-/// The values create agrees on: every AGREED field.
-std::vector<Field> config_fields(const RawConfig& c) {
+/// The most documents a config may name (as many as ExecutorOptions::documents takes).
+constexpr std::int64_t kMaxDocuments = std::int64_t(1) << 30;
+
+/// The caller's document offsets; empty without documents, and where the count or
+/// the pointer cannot be read (check_config reports those on every rank).
+std::vector<std::int64_t> read_offsets(const RawConfig& c) {
+  if (c.cu_seqlens == nullptr || c.num_documents <= 0 || c.num_documents > kMaxDocuments) return {};
+  return {c.cu_seqlens, c.cu_seqlens + c.num_documents + 1};
+}
+
+/// The values create agrees on: every AGREED field, and the offsets behind
+/// cu_seqlens as one hash (the agreement exchanges fixed-size fields).
+std::vector<Field> config_fields(const RawConfig& c, const std::vector<std::int64_t>& offsets) {
   std::vector<Field> f;
 #define DISTATTN_C_AGREED(name, kind) f.push_back({"config->" #name, field_bits(c.name), FieldKind::kind});
 #define DISTATTN_C_EXEMPT(name)
   DISTATTN_C_CONFIG_FIELDS(DISTATTN_C_AGREED, DISTATTN_C_EXEMPT)
 #undef DISTATTN_C_AGREED
 #undef DISTATTN_C_EXEMPT
+  f.push_back({"config->cu_seqlens (hash of the offsets)", Impl::offsets_hash(offsets), FieldKind::Int});
   return f;
 }
 
@@ -112,7 +130,7 @@ bool known_executor(std::int64_t e) { return executor_name(e) != nullptr; }
 
 /// Local checks of a config (InvalidArgument naming the field; Unsupported for a
 /// dtype the build lacks).
-void check_config(const char* where, const RawConfig& c, int P) {
+void check_config(const char* where, const RawConfig& c, const std::vector<std::int64_t>& offsets, int P) {
   DISTATTN_REQUIRE(c.api_version == DISTATTN_C_API_VERSION, where,
                    "config->api_version = " << c.api_version << " but the library implements C API version "
                                             << DISTATTN_C_API_VERSION
@@ -154,6 +172,18 @@ void check_config(const char* where, const RawConfig& c, int P) {
   DISTATTN_REQUIRE(c.window_left >= -1 && c.window_right >= -1, where,
                    "config->window_left = " << c.window_left << ", window_right = " << c.window_right
                                             << ": each must be >= 0 tokens, or -1 for unbounded");
+  DISTATTN_REQUIRE(c.num_documents >= 0 && c.num_documents <= kMaxDocuments, where,
+                   "config->num_documents = " << c.num_documents << " must lie in [0, " << kMaxDocuments
+                                              << "]: the documents of config->cu_seqlens (0: none)");
+  if (c.num_documents > 0) {
+    DISTATTN_REQUIRE(c.cu_seqlens != nullptr, where,
+                     "config->cu_seqlens is NULL with config->num_documents = " << c.num_documents);
+    // The executors' own rule for offsets, reported under the C field's name.
+    ExecutorOptions o;
+    o.causal    = c.causal != 0;
+    o.documents = offsets;
+    check_shared_options((std::string(where) + ": config->cu_seqlens").c_str(), o, c.local_seq * P);
+  }
   if (c.executor == DISTATTN_HYBRID)
     DISTATTN_REQUIRE(c.hybrid_inner != DISTATTN_ULYSSES && c.hybrid_inner != DISTATTN_HYBRID, where,
                      "config->hybrid_inner = " << executor_name(c.hybrid_inner)
@@ -242,12 +272,13 @@ distattn_status distattn_attention_create(distattn_comm comm, const distattn_att
     DISTATTN_REQUIRE(comm != nullptr, where, "argument 'comm' is NULL");
     // A NULL config takes part in the agreement with zero fields; its rank's checks
     // fail, so every rank reports that.
-    const RawConfig c = config ? read_config(config) : RawConfig{};
-    Agreement().run(comm->holder, where, Entry::AttentionCreate, config_fields(c), [&] {
+    const RawConfig c                     = config ? read_config(config) : RawConfig{};
+    const std::vector<std::int64_t> offsets = read_offsets(c);
+    Agreement().run(comm->holder, where, Entry::AttentionCreate, config_fields(c, offsets), [&] {
       DISTATTN_REQUIRE(out != nullptr, where, "argument 'out' is NULL");
       DISTATTN_REQUIRE(config != nullptr, where, "argument 'config' is NULL");
       require_initialized(where);
-      check_config(where, c, comm->holder.size());
+      check_config(where, c, offsets, comm->holder.size());
     });
     auto a  = std::make_unique<distattn_attention_s>();
     a->impl = make(comm->holder, typed(c));

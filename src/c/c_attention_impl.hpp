@@ -31,6 +31,8 @@ O executor_options(const distattn_attention_config& c) {
   o.memory_limit_bytes = c.memory_limit_bytes;
   o.window             = Window{c.window_left < 0 ? kUnboundedSpan : c.window_left,
                     c.window_right < 0 ? kUnboundedSpan : c.window_right};
+  // Read at create (checked there): the caller may free the array afterwards.
+  if (c.num_documents > 0) o.documents.assign(c.cu_seqlens, c.cu_seqlens + c.num_documents + 1);
   return o;
 }
 
@@ -165,7 +167,9 @@ class TypedAttention final : public Attention {
   TypedAttention(std::shared_ptr<Comm> comm, const distattn_attention_config& cfg, Make&& make,
                  std::function<std::int64_t(const E&, int, std::int64_t)> position)
       : comm_(std::move(comm)), cfg_(cfg), compute_(compute_space()), order_(compute_, comm_->exec()),
-        exec_(make(*comm_, compute_)), position_(std::move(position)) {}
+        exec_(make(*comm_, compute_)), position_(std::move(position)) {
+    cfg_.cu_seqlens = nullptr;  // the caller's array, copied into the executor at create
+  }
 
   ~TypedAttention() override {
     // Outstanding work on the executor's streams may still read its buffers.

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception */
 /* The C ABI (include/DistAttn/c/distattn.h) from a C program on MPI ranks:
  * forward and backward of every executor kind, fp32 and fp64, against a naive
- * float64 reference of the gathered sequence, with q/dq in a strided
- * [batch, heads, seq, dim] layout; then the error paths (a bad config on every
- * rank or on one rank only, a NULL tensor or 'out' on one rank, a host stream, an
- * unavailable dtype, enum fields outside their enumeration, MPI handles MPI does
- * not know, each agreed config field differing on one rank, ranks in different
- * calls), each of which must fail on every rank, naming the argument (and the
- * rank, or the field and the ranks' values).
+ * float64 reference of the gathered sequence (also with key windows and packed
+ * documents), with q/dq in a strided [batch, heads, seq, dim] layout; then the
+ * error paths (a bad config on every rank or on one rank only, a NULL tensor or
+ * 'out' on one rank, a host stream, an unavailable dtype, enum fields outside
+ * their enumeration, MPI handles MPI does not know, each agreed config field
+ * differing on one rank, bad or differing cu_seqlens, ranks in different calls),
+ * each of which must fail on every rank, naming the argument (and the rank, or
+ * the field and the ranks' values).
  * Fresh random inputs each run (the seed is printed). Exit status 1 on any failure. */
 
 /* mpi.h first: distattn.h then offers distattn_comm_create_mpi(MPI_Comm, ...). */
@@ -45,6 +46,11 @@ static double uniform(void) { /* splitmix64 -> [-1, 1) */
 
 /* Key window of the next problems and configs (-1: unbounded), as config_init leaves it. */
 static int64_t window_left_ = -1, window_right_ = -1;
+/* Packed documents of the next problems and configs: num_documents_ + 1 global
+ * offsets (0: none, as config_init leaves it). */
+enum { kMaxDocs = 64 };
+static int64_t documents_[kMaxDocs + 1];
+static int64_t num_documents_ = 0;
 
 typedef struct {
   int B, N, H, Hkv, D, causal;
@@ -64,7 +70,8 @@ static double* fresh(size_t n, int random) {
 }
 
 /* Naive attention in double: P = softmax(scale q k^T) (causal: key <= query; the
- * window: key within [query - left, query + right]),
+ * window: key within [query - left, query + right]; documents: key in the
+ * query's document, the last d with documents_[d] <= query),
  * O = P v; backward dV = P^T dO, dP = dO v^T, dS = P (dP - rowsum(dO * O)),
  * dQ = scale dS k, dK = scale dS^T q; K/V head of query head h: h / (H / Hkv). */
 static void reference(problem* p) {
@@ -76,8 +83,14 @@ static void reference(problem* p) {
       const int g = h / (H / Hkv);
       for (int i = 0; i < N; ++i) {
         int last        = p->causal ? i : N - 1;
-        const int first = window_left_ >= 0 && i - window_left_ > 0 ? (int)(i - window_left_) : 0;
+        int first       = window_left_ >= 0 && i - window_left_ > 0 ? (int)(i - window_left_) : 0;
         if (!p->causal && window_right_ >= 0 && i + window_right_ < last) last = (int)(i + window_right_);
+        if (num_documents_ > 0) {
+          int64_t d = 0;
+          while (d + 1 < num_documents_ && documents_[d + 1] <= i) ++d;
+          if (first < documents_[d]) first = (int)documents_[d];
+          if (d + 1 < num_documents_ && last > documents_[d + 1] - 1) last = (int)documents_[d + 1] - 1;
+        }
         double m = -INFINITY, l = 0, delta = 0;
         for (int j = first; j <= last; ++j) {
           double x = 0;
@@ -107,6 +120,20 @@ static void reference(problem* p) {
       }
     }
   free(s);
+}
+
+/* Fresh random documents over N tokens (the same on every rank: the seed is shared):
+ * a length-1 document, an empty one, then random lengths up to 2.5 ranks' rows, so
+ * documents both end inside a rank and span several. */
+static void random_documents(int N, int rows_per_rank) {
+  int64_t at = 1;
+  documents_[0] = 0, documents_[1] = 1, documents_[2] = 1;
+  num_documents_ = 2;
+  while (at < N && num_documents_ < kMaxDocs) {
+    at += 1 + (int64_t)((uniform() + 1) / 2 * (2.5 * rows_per_rank));
+    if (at > N || num_documents_ + 1 == kMaxDocs) at = N;
+    documents_[++num_documents_] = at;
+  }
 }
 
 static problem make_problem(int B, int N, int H, int Hkv, int D, int causal) {
@@ -202,8 +229,17 @@ static void check_executor_case(distattn_comm comm, distattn_executor executor, 
   cfg.executor = executor, cfg.hybrid_inner = inner, cfg.dtype = fp64 ? DISTATTN_FP64 : DISTATTN_FP32;
   cfg.batch = B, cfg.local_seq = c, cfg.heads = H, cfg.kv_heads = Hkv, cfg.head_dim = D, cfg.causal = causal;
   cfg.window_left = window_left_, cfg.window_right = window_right_;
+  /* The offsets in a buffer freed right after create: the library keeps its own copy. */
+  int64_t* offsets = NULL;
+  if (num_documents_ > 0) {
+    offsets = malloc(sizeof(int64_t) * (size_t)(num_documents_ + 1));
+    memcpy(offsets, documents_, sizeof(int64_t) * (size_t)(num_documents_ + 1));
+  }
+  cfg.cu_seqlens = offsets, cfg.num_documents = num_documents_;
   distattn_attention attn = NULL;
   distattn_status st      = distattn_attention_create(comm, &cfg, &attn);
+  if (offsets) memset(offsets, 0xff, sizeof(int64_t) * (size_t)(num_documents_ + 1));
+  free(offsets);
   CHECK(st == DISTATTN_SUCCESS, "create %s: %s", executor_name(executor), distattn_last_error());
   if (st != DISTATTN_SUCCESS) {
     free_problem(&p);
@@ -283,15 +319,16 @@ static void check_executor_case(distattn_comm comm, distattn_executor executor, 
                          rel_error(&dv, fp64, p.dv, pos, B, c, N, Hkv, D)};
   const char* names[5] = {"O", "LSE", "dQ", "dK", "dV"};
   for (int x = 0; x < 5; ++x)
-    CHECK(err[x] <= tol, "%s%s%s %s causal=%d window=%lld,%lld%s: %s rel_error %.3e > %.1e", executor_name(executor),
-          executor == DISTATTN_HYBRID ? "/" : "", executor == DISTATTN_HYBRID ? executor_name(inner) : "",
-          fp64 ? "fp64" : "fp32", causal, (long long)window_left_, (long long)window_right_,
+    CHECK(err[x] <= tol, "%s%s%s %s causal=%d window=%lld,%lld documents=%lld%s: %s rel_error %.3e > %.1e",
+          executor_name(executor), executor == DISTATTN_HYBRID ? "/" : "",
+          executor == DISTATTN_HYBRID ? executor_name(inner) : "", fp64 ? "fp64" : "fp32", causal,
+          (long long)window_left_, (long long)window_right_, (long long)num_documents_,
           stale ? " (inputs recomputed in place)" : "", names[x], err[x], tol);
   if (rank_ == 0)
-    printf("%-10s%-10s %s causal=%d window=%lld,%lld%s  rel_error O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e\n",
+    printf("%-10s%-10s %s causal=%d window=%lld,%lld docs=%lld%s  rel_error O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e\n",
            executor_name(executor), executor == DISTATTN_HYBRID ? executor_name(inner) : "", fp64 ? "fp64" : "fp32",
-           causal, (long long)window_left_, (long long)window_right_, stale ? " recomputed" : "", err[0], err[1],
-           err[2], err[3], err[4]);
+           causal, (long long)window_left_, (long long)window_right_, (long long)num_documents_,
+           stale ? " recomputed" : "", err[0], err[1], err[2], err[3], err[4]);
   CHECK(distattn_attention_invalidate_saved(attn) == DISTATTN_SUCCESS, "invalidate: %s", distattn_last_error());
 
   local_tensor* all[] = {&q, &k, &v, &o, &dout, &dq, &dk, &dv};
@@ -413,6 +450,70 @@ static void expect_error_naming_rank(distattn_status got, distattn_status want, 
   expect_error(got, want, needle, what);
   CHECK(strstr(distattn_last_error(), who) != NULL, "%s: message does not name '%s': %s", what, who,
         distattn_last_error());
+}
+
+/* Bad cu_seqlens on every rank, on one rank, or differing across ranks: each fails
+ * on every rank (naming the rank where one rank is at fault), naming cu_seqlens. */
+static void check_documents_errors(distattn_comm comm) {
+  const int64_t N = 4 * size_, last = size_ - 1;
+  const int64_t unsorted[] = {0, 3, 2, N}, short_end[] = {0, 2, N - 1}, long_end[] = {0, 2, N + 1},
+                late_start[] = {1, 2, N}, whole[] = {0, N}, split[] = {0, 2, N}, other_split[] = {0, 3, N};
+  const struct {
+    const int64_t* offsets;
+    int64_t count;
+    int causal;
+    const char* what;
+  } bad[] = {{unsorted, 3, 1, "cu_seqlens not sorted"},
+             {short_end, 2, 0, "cu_seqlens ending before N (full attention)"},
+             {long_end, 2, 1, "cu_seqlens ending after N"},
+             {late_start, 2, 1, "cu_seqlens not starting at 0"},
+             {whole, -1, 1, "num_documents = -1"},
+             {NULL, 2, 1, "cu_seqlens NULL with num_documents = 2"}};
+  distattn_attention attn = NULL;
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    distattn_attention_config cfg = small_config();
+    cfg.causal = bad[i].causal, cfg.cu_seqlens = bad[i].offsets, cfg.num_documents = bad[i].count;
+    expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, "cu_seqlens",
+                 bad[i].what);
+    CHECK(attn == NULL, "%s: a failed create must leave *out NULL", bad[i].what);
+    if (size_ > 1) { /* the same on the last rank only */
+      char what[96];
+      snprintf(what, sizeof what, "%s on the last rank", bad[i].what);
+      cfg = small_config();
+      if (rank_ == last)
+        cfg.causal = bad[i].causal, cfg.cu_seqlens = bad[i].offsets, cfg.num_documents = bad[i].count;
+      expect_error_naming_rank(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT,
+                               "cu_seqlens", (int)last, what);
+    }
+  }
+  if (size_ > 1) {
+    /* Valid on each rank, differing across ranks: in the count, then in the offsets alone. */
+    distattn_attention_config cfg = small_config();
+    cfg.cu_seqlens = rank_ == last ? split : whole, cfg.num_documents = rank_ == last ? 2 : 1;
+    expect_error_naming_rank(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT,
+                             "cu_seqlens", (int)last, "num_documents 2 on the last rank, 1 elsewhere");
+    CHECK(strstr(distattn_last_error(), "config->num_documents"), "the message must name num_documents: %s",
+          distattn_last_error());
+    cfg.cu_seqlens = rank_ == last ? other_split : split, cfg.num_documents = 2;
+    expect_error_naming_rank(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT,
+                             "config->cu_seqlens", (int)last, "cu_seqlens offsets differing on the last rank");
+    CHECK(strstr(distattn_last_error(), "num_documents") == NULL, "only the offsets differ: %s",
+          distattn_last_error());
+  }
+  /* Equal offsets at different addresses, and a causal padded tail: accepted. */
+  int64_t* copy = malloc(sizeof split);
+  memcpy(copy, split, sizeof split);
+  const int64_t padded[] = {0, 2, N - 1};
+  distattn_attention_config cfg = small_config();
+  cfg.cu_seqlens = rank_ == 0 ? copy : split, cfg.num_documents = 2;
+  distattn_status st = distattn_attention_create(comm, &cfg, &attn);
+  CHECK(st == DISTATTN_SUCCESS, "equal offsets at different addresses: %s", distattn_last_error());
+  distattn_attention_destroy(attn), attn = NULL;
+  cfg.cu_seqlens = padded;
+  st = distattn_attention_create(comm, &cfg, &attn);
+  CHECK(st == DISTATTN_SUCCESS, "causal offsets ending before N (a padded tail): %s", distattn_last_error());
+  distattn_attention_destroy(attn);
+  free(copy);
 }
 
 /* Perturbs field `i` of a small_config() to another valid value; returns its name (NULL past the last). */
@@ -607,7 +708,29 @@ int main(int argc, char** argv) {
   check_executor(comm, DISTATTN_GRID2D_O, DISTATTN_RING_ZIGZAG, 1, 0);
   check_executor(comm, DISTATTN_ULYSSES, DISTATTN_RING_ZIGZAG, 0, 0);
   window_left_ = window_right_ = -1;
+  /* Packed documents: every executor causal, full attention on those that visit every
+   * block, documents with a causal window; fresh documents for each. */
+  for (int e = DISTATTN_RING_VANILLA; e <= DISTATTN_ULYSSES; ++e) {
+    random_documents(4 * size_, 4);
+    check_executor(comm, (distattn_executor)e, DISTATTN_RING_ZIGZAG, 1, 1);
+  }
+  random_documents(4 * size_, 4);
+  check_executor(comm, DISTATTN_HYBRID, DISTATTN_GRID2D_O, 0, 1);
+  random_documents(4 * size_, 4);
+  check_executor(comm, DISTATTN_RING_ZIGZAG, DISTATTN_RING_ZIGZAG, 1, 0);
+  random_documents(4 * size_, 4);
+  check_executor(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, 1, 0);
+  random_documents(4 * size_, 4);
+  check_executor(comm, DISTATTN_ULYSSES, DISTATTN_RING_ZIGZAG, 0, 0);
+  window_left_ = 2;
+  random_documents(4 * size_, 4);
+  check_executor(comm, DISTATTN_RING_ZIGZAG, DISTATTN_RING_ZIGZAG, 1, 1);
+  random_documents(4 * size_, 4);
+  check_executor(comm, DISTATTN_GRID2D_O, DISTATTN_RING_ZIGZAG, 1, 1);
+  window_left_   = -1;
+  num_documents_ = 0;
   check_errors(comm);
+  check_documents_errors(comm);
   check_agreement(comm);
 
   distattn_comm_destroy(comm);

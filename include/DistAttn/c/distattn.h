@@ -47,7 +47,8 @@ extern "C" {
 
 /* Bumped on any incompatible change of this header; distattn_api_version()
  * reports the version the library was built with. */
-#define DISTATTN_C_API_VERSION 2 /* 2: distattn_attention_config gained the key window */
+/* 2: distattn_attention_config gained the key window; 3: packed documents (cu_seqlens). */
+#define DISTATTN_C_API_VERSION 3
 
 #if defined(_WIN32)
 #define DISTATTN_C_EXPORT __declspec(dllexport)
@@ -89,7 +90,8 @@ typedef struct distattn_attention_s* distattn_attention;
  * distattn_attention_config_init, then set the extents. Every rank passes the
  * same values, compared bit for bit (scale: -0 as 0), except memory_limit_bytes,
  * a bound on each rank's own workspace (the executors agree on the head group it
- * leads to). An enum field holding a value outside its enumeration is an error. */
+ * leads to), and the cu_seqlens pointer (the offsets it points to are compared).
+ * An enum field holding a value outside its enumeration is an error. */
 typedef struct distattn_attention_config {
   int api_version; /* DISTATTN_C_API_VERSION, set by config_init */
   distattn_executor executor;
@@ -112,6 +114,18 @@ typedef struct distattn_attention_config {
    * causal sliding window of width W. */
   int64_t window_left;
   int64_t window_right;
+  /* Packed documents: a query sees keys of its own document only (on top of
+   * causal and the window). cu_seqlens points to num_documents + 1 global
+   * offsets in host memory: the first 0, non-decreasing, the last the global
+   * sequence length (local_seq x ranks; with causal = 1 it may be less, the
+   * tokens after it a padded tail). Offsets are global positions, as
+   * distattn_attention_positions gives them. The library copies the offsets at
+   * create: the array may be freed after distattn_attention_create returns.
+   * Every rank passes the same offsets (compared through num_documents and a
+   * hash of the offsets; the pointers may differ). num_documents = 0 (the
+   * default): one sequence, cu_seqlens ignored. */
+  const int64_t* cu_seqlens;
+  int64_t num_documents;
 } distattn_attention_config;
 
 /* One tensor argument: data, shape, and strides in elements, outermost first
