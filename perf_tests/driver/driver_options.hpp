@@ -147,8 +147,9 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
                  "sliding window (R = 0); R matters with --causal 0 (default: unbounded)")
       ->check(CLI::Validator(check_window, "L[,R]"));
   app.add_option("--docs", o.docs,
-                 "packed documents: a file of one document length per line, summing to --seq; a query sees keys of "
-                 "its own document only (default: one sequence)");
+                 "packed documents: a file of one document length per line, summing to --seq, or dist:lognormal8k:SEED "
+                 "(log-normal lengths, mean 8192 tokens, capped to sum to --seq); a query sees keys of its own "
+                 "document only (default: one sequence)");
   app.add_flag("--fwd-only{false}", o.backward, "skip the backward pass");
   app.add_flag("--check", o.check, "gather results and compare with the fp64 reference");
   app.add_option("-w,--warmup", o.warmup, "warm-up iterations")->check(at_least(0))->capture_default_str();
@@ -198,7 +199,7 @@ inline Options parse_options(int argc, char** argv) {
   if (!o.window_arg.empty()) o.window = parse_window(o.window_arg);
   if (!o.docs.empty()) {
     try {
-      o.documents = read_docs_file(o.docs, o.seq);
+      o.documents = read_docs(o.docs, o.seq);
     } catch (const InvalidArgument& e) {
       o.docs_error = e.what();
     }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
 // distattn-run's mask options: --window L[,R] and --docs FILE (one document length
-// per line, summing to --seq). Parsed here into the library's vocabulary
+// per line, summing to --seq) or --docs dist:NAME:SEED (lengths drawn from a named
+// distribution). Parsed here into the library's vocabulary
 // (core/mask.hpp's Window, ExecutorOptions::documents as global offsets), so the
 // executors, the cost model's ranking, the fp64 check and the FLOP count all read
 // one rule.
@@ -9,11 +10,14 @@
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/mask.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -75,6 +79,39 @@ inline std::vector<std::int64_t> read_docs_file(const std::string& path, long se
     throw InvalidArgument(name + ": the lengths sum to " + std::to_string(offsets.back()) + ", not --seq " +
                           std::to_string(seq));
   return offsets;
+}
+
+/// Offsets of documents whose lengths are log-normal with mean `mean` and sigma 1
+/// (a long tail: most documents short, a few many times the mean), each capped at
+/// what is left of `seq`, so they sum to it exactly. The normal deviates come from
+/// mt19937_64 by Box-Muller rather than std::lognormal_distribution, whose output
+/// differs between standard libraries: a seed gives the same documents everywhere.
+inline std::vector<std::int64_t> lognormal_docs(long seq, double mean, std::uint64_t seed) {
+  const double sigma = 1.0, mu = std::log(mean) - sigma * sigma / 2;
+  const double two_pi = 6.283185307179586;
+  std::mt19937_64 gen(seed);
+  auto uniform = [&gen] { return (double(gen() >> 11) + 1.0) * 0x1.0p-53; };  // (0, 1]
+  std::vector<std::int64_t> offsets{0};
+  while (offsets.back() < seq) {
+    const double u1 = uniform(), u2 = uniform();  // in this order, for the same lengths on every compiler
+    const double z  = std::sqrt(-2.0 * std::log(u1)) * std::cos(two_pi * u2);
+    const auto len  = std::max<std::int64_t>(1, std::llround(std::exp(mu + sigma * z)));
+    offsets.push_back(offsets.back() + std::min<std::int64_t>(len, seq - offsets.back()));
+  }
+  return offsets;
+}
+
+/// --docs: a file of lengths, or dist:NAME:SEED for a named distribution
+/// (lognormal8k: log-normal, mean 8192 tokens). Throws InvalidArgument naming --docs.
+inline std::vector<std::int64_t> read_docs(const std::string& arg, long seq) {
+  const std::string prefix = "dist:";
+  if (arg.compare(0, prefix.size(), prefix) != 0) return read_docs_file(arg, seq);
+  const auto colon       = arg.find(':', prefix.size());
+  const std::string name = arg.substr(prefix.size(), colon == std::string::npos ? colon : colon - prefix.size());
+  const std::int64_t seed = colon == std::string::npos ? -1 : parse_count(arg.substr(colon + 1));
+  if (name != "lognormal8k" || seed < 0)
+    throw InvalidArgument("--docs '" + arg + "' is not dist:NAME:SEED with NAME lognormal8k and a whole-number SEED");
+  return lognormal_docs(seq, 8192.0, std::uint64_t(seed));
 }
 
 /// --window as text for the header: "-" when unbounded.
