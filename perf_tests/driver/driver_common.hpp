@@ -108,12 +108,15 @@ int with_communicator(const Options& o, Sync& sync, F&& f) {
 }
 
 /// What every executor the driver builds takes from the command line: the
+/// mask's window and documents (the runner sets causality), the
 /// testing delay, the opt-in NaN/Inf scan, and a fence at the end of every pass
 /// (the driver times passes by the executors' total_s).
 inline void set_executor_options(const Options& o, ExecutorOptions& x) {
   x.recv_delay_ms     = o.delay_ms;
   x.attn.check_finite = o.check_finite;
   x.fence_each_pass   = true;
+  x.window            = o.window;
+  x.documents         = o.documents;
 }
 
 /// Gathers one row of numbers per rank to rank 0.

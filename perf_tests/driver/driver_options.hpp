@@ -4,6 +4,7 @@
 
 #include "common/args.hpp"
 #include "common/machine_args.hpp"
+#include "mask_options.hpp"
 
 #include <DistAttn/executor/executor_spec.hpp>
 
@@ -42,6 +43,11 @@ struct Options {
   int test_failures  = 0;     // DISTATTN_DRIVER_TEST_FAULT=fail:N
   int test_gpu       = -1;    // DISTATTN_DRIVER_TEST_FAULT=gpu:N
   bool allow_shared_gpu = false;  // run even where two ranks share a GPU
+  std::string window_arg;             // --window L[,R] as given (empty: unbounded)
+  Window window{};                    // from --window
+  std::string docs;                   // --docs as given (empty: one sequence)
+  std::vector<std::int64_t> documents;  // global document offsets from --docs (empty: none)
+  std::string docs_error;  // why --docs could not be read here: agreed across ranks before the run (run())
 };
 
 /// Faults the driver's own tests inject through the environment (no option: they
@@ -136,6 +142,14 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
   app.add_option("--comm", o.comm, "transport (default nccl where built, else mpi)")
       ->check(CLI::IsMember({"mpi", "nccl"}));
   app.add_option("--causal", causal, "causal mask")->check(CLI::Range(0, 1))->capture_default_str();
+  app.add_option("--window", o.window_arg,
+                 "key window in tokens: a query at position p sees keys in [p - L, p + R]; L alone is the causal "
+                 "sliding window (R = 0); R matters with --causal 0 (default: unbounded)")
+      ->check(CLI::Validator(check_window, "L[,R]"));
+  app.add_option("--docs", o.docs,
+                 "packed documents: a file of one document length per line, summing to --seq, or dist:lognormal8k:SEED "
+                 "(log-normal lengths, mean 8192 tokens, capped to sum to --seq); a query sees keys of its own "
+                 "document only (default: one sequence)");
   app.add_flag("--fwd-only{false}", o.backward, "skip the backward pass");
   app.add_flag("--check", o.check, "gather results and compare with the fp64 reference");
   app.add_option("-w,--warmup", o.warmup, "warm-up iterations")->check(at_least(0))->capture_default_str();
@@ -182,6 +196,14 @@ inline Options parse_options(int argc, char** argv) {
   o.help   = !Perf::parse_command_line(app, argc, argv);
   o.causal = causal != 0;
   read_test_fault(o);
+  if (!o.window_arg.empty()) o.window = parse_window(o.window_arg);
+  if (!o.docs.empty()) {
+    try {
+      o.documents = read_docs(o.docs, o.seq);
+    } catch (const InvalidArgument& e) {
+      o.docs_error = e.what();
+    }
+  }
   // The same as --allow-shared-gpu, for test suites and scripts that start more
   // ranks than GPUs on purpose (ctest's *_mpi driver tests on GPU builds).
   const char* shared = std::getenv("DISTATTN_ALLOW_SHARED_GPU");

@@ -36,6 +36,7 @@ int run_typed(const Options& o, Sync& comm) {
 /// exit status; AgreedError where every rank rejects the run together.
 inline int run(const Options& o, Sync& comm) {
   const int P = comm.size(), rank = comm.rank();
+  comm.agree(o.docs_error, "the check of --docs");
   if (o.ranks > 0 && o.ranks != P)
     throw AgreedError("--ranks " + std::to_string(o.ranks) + " but the job has " + std::to_string(P) +
                           " MPI ranks (start it with mpiexec -n " + std::to_string(o.ranks) + ")");

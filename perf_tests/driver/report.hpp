@@ -22,15 +22,61 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace DistAttn::Driver {
 
 using Json = nlohmann::json;
 
+/// The mask the options ask for, as every executor is given it (causality,
+/// --window, --docs); its mask_rule() reads the offsets from this object.
+inline ExecutorOptions mask_options(const Options& o) {
+  ExecutorOptions x;
+  x.causal    = o.causal;
+  x.window    = o.window;
+  x.documents = o.documents;
+  return x;
+}
+
+/// The (query, key) pairs of the global sequence the mask allows, per batch and head.
+inline double allowed_pairs(const Options& o) {
+  return double(mask_options(o).mask_rule().allowed_pairs(o.seq, o.seq));
+}
+
+/// The allowed pairs' share of the N x N square.
+inline double allowed_fraction(const Options& o) { return allowed_pairs(o) / (double(o.seq) * double(o.seq)); }
+
+/// The mask beyond causality for the schedule's header line ("" without --window or --docs).
+inline std::string mask_summary(const Options& o) {
+  if (o.window_arg.empty() && o.docs.empty()) return "";
+  std::string s;
+  if (!o.window_arg.empty()) s += "  window " + window_text(o.window);
+  if (!o.docs.empty()) s += "  docs " + std::to_string(o.documents.size() - 1);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "  allowed %.4g of the square", allowed_fraction(o));
+  return s + buf;
+}
+
+/// Forward and backward FLOP of one pass: docs/PERFORMANCE.md's convention (N^2 / 2
+/// scores for causal) on a dense mask, the allowed pairs only with --window or --docs.
+inline std::pair<double, double> pass_flops(const Options& o) {
+  const double N = double(o.seq);
+  if (mask_options(o).mask_rule().is_dense())
+    return {Perf::attn_fwd_flops(o.batch, o.heads, N, N, o.dim, o.causal),
+            Perf::attn_bwd_flops(o.batch, o.heads, N, N, o.dim, o.causal)};
+  const double pairs = allowed_pairs(o);
+  return {Perf::attn_fwd_flops(o.batch, o.heads, pairs, 1.0, o.dim, false),
+          Perf::attn_bwd_flops(o.batch, o.heads, pairs, 1.0, o.dim, false)};
+}
+
 /// The run's configuration as given (after --schedule auto has chosen).
 inline Json config_json(const Options& o, int P) {
-  return Json{{"schedule", o.schedule}, {"grid", o.grid},         {"ulysses", o.ulysses},
+  const auto side = [](std::int64_t x) { return x >= kUnboundedSpan ? Json() : Json(x); };
+  return Json{{"window_left", side(o.window.left)}, {"window_right", side(o.window.right)},
+              {"docs", o.docs}, {"documents", o.documents.empty() ? 1 : o.documents.size() - 1},
+              {"allowed_pair_fraction", allowed_fraction(o)},
+              {"schedule", o.schedule}, {"grid", o.grid},         {"ulysses", o.ulysses},
               {"inner", o.inner},       {"dtype", o.dtype},       {"comm", o.comm.empty() ? "default" : o.comm},
               {"ranks", P},             {"seq", o.seq},           {"batch", o.batch},
               {"heads", o.heads},       {"kv_heads", o.kv_heads}, {"dim", o.dim},
@@ -158,8 +204,7 @@ inline int finish(const Options& o, int P, RunResult& r, int rank) {
   if (rank != 0) return 0;
   const double tf = r.forward_s.empty() ? 0.0 : Perf::median(r.forward_s);
   const double tb = r.backward_s.empty() ? 0.0 : Perf::median(r.backward_s);
-  const double ff = Perf::attn_fwd_flops(o.batch, o.heads, double(o.seq), double(o.seq), o.dim, o.causal);
-  const double fb = Perf::attn_bwd_flops(o.batch, o.heads, double(o.seq), double(o.seq), o.dim, o.causal);
+  const auto [ff, fb] = pass_flops(o);
   const double tflops_f = tf > 0 ? ff / tf * 1e-12 : 0.0, tflops_b = tb > 0 && o.backward ? fb / tb * 1e-12 : 0.0;
   const Verdict v       = verdict_of(o.check, r.failures);
   std::printf("# verdict: %s (%s)  %s P=%d N=%ld  forward %.4g s (%.4g TFLOP/s)", v.word, v.detail.c_str(),

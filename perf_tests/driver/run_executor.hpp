@@ -35,7 +35,8 @@ int check_against_reference(const Options& o, const Testing::HostTensor& O, cons
   auto q = global_host<T>(kSeedQ, o.batch, N, o.heads, o.dim);
   auto k = global_host<T>(kSeedK, o.batch, N, o.kv_heads, o.dim);
   auto v = global_host<T>(kSeedV, o.batch, N, o.kv_heads, o.dim);
-  const Mask mask    = o.causal ? Mask::causal() : Mask::none();
+  const ExecutorOptions rule = mask_options(o);  // holds the documents the mask points to
+  const Mask mask            = rule.mask_rule();
   const double scale = 1.0 / std::sqrt(double(o.dim));
   Testing::HostTensor ro("ro", o.batch, N, o.heads, o.dim);
   Testing::HostStats rl("rl", o.batch, o.heads, N);

@@ -77,9 +77,9 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
   run.pieces.emplace_back(0, int(N / P), PositionMap{long(rank), long(P)});
   run.describe = [&] {
     std::printf("# schedule %s  ranks %d  grid %dx%d  seq %ld (shard %ld, cyclic)  b %d h %d h_kv %d d %d  dtype %s "
-                "causal %d\n",
+                "causal %d%s\n",
                 o.schedule.c_str(), P, timed_a2d->rows(), timed_a2d->cols(), N, N / P, o.batch, o.heads, o.kv_heads,
-                o.dim, o.dtype.c_str(), int(o.causal));
+                o.dim, o.dtype.c_str(), int(o.causal), mask_summary(o).c_str());
     std::printf("# kv heads per pass: %d of %d\n", timed_a2d->kv_heads_per_pass(), o.kv_heads);
   };
   run.extra_names = {"world_MB", "row_MB", "col_MB"};

@@ -58,9 +58,9 @@ int run_hybrid_with(const Options& o, Communicator<CommSpace, Exec>& comm, const
   run.describe   = [&] {
     std::printf("# comm %s\n", std::is_same<CommSpace, MpiSpace>::value ? "MPI" : "NCCL");
     std::printf("# schedule hybrid  ranks %d = U %d x S %d  inner %s  seq %ld (chunk %d)  b %d h %d h_kv %d d %d  "
-                "dtype %s causal %d\n",
+                "dtype %s causal %d%s\n",
                 P, U, P / U, o.inner.c_str(), N, c, o.batch, o.heads, o.kv_heads, o.dim, o.dtype.c_str(),
-                int(o.causal));
+                int(o.causal), mask_summary(o).c_str());
   };
   // Pieces of this rank's rows: one affine run per maximal stretch of consecutive positions.
   auto h = run.make(false);

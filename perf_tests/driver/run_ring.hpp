@@ -5,6 +5,7 @@
 
 #include "run_executor.hpp"
 
+#include <DistAttn/exec/impl/kernel_documents.hpp>
 #include <DistAttn/ring/ring_attention.hpp>
 #include <DistAttn/schedule/ring_format.hpp>
 
@@ -37,8 +38,10 @@ int run_local(const Options& o, Sync& sync) {
     fill_global_rows(exec, k, kSeedK, {0, 1}, N, false);
     fill_global_rows(exec, v, kSeedV, {0, 1}, N, false);
     fill_global_rows(exec, dout, kSeedDO, {0, 1}, N, false);
+    const ExecutorOptions rule = mask_options(o);
+    const DistAttn::Impl::KernelDocuments<Mem> docs(rule.documents);
     AttnOptions ao;
-    ao.mask = o.causal ? Mask::causal() : Mask::none();
+    ao.mask = docs.for_kernels(rule.mask_rule());
     Perf::EventTimer<Exec> timer(exec);
     std::vector<double> tf, tb;
     for (int it = 0; it < o.warmup + o.iters; ++it) {
@@ -56,8 +59,8 @@ int run_local(const Options& o, Sync& sync) {
         tb.push_back(b);
       }
     }
-    std::printf("# schedule local  seq %ld  b %d h %d h_kv %d d %d  dtype %s causal %d\n", N, o.batch, o.heads,
-                o.kv_heads, o.dim, o.dtype.c_str(), int(o.causal));
+    std::printf("# schedule local  seq %ld  b %d h %d h_kv %d d %d  dtype %s causal %d%s\n", N, o.batch, o.heads,
+                o.kv_heads, o.dim, o.dtype.c_str(), int(o.causal), mask_summary(o).c_str());
     std::printf("#   fwd_time(s)   bwd_time(s)\n    %10.6f    %10.6f\n", Perf::median(tf), Perf::median(tb));
     result.forward_s  = tf;
     result.backward_s = tb;
@@ -122,9 +125,9 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   run.describe = [&] {
     const RingSchedule sched(P, ro.kind);
     std::printf("# comm %s\n", std::is_same<CommSpace, MpiSpace>::value ? "MPI" : "NCCL");
-    std::printf("# schedule %s  ranks %d  steps %d  seq %ld (chunk %d%s)  b %d h %d h_kv %d d %d  dtype %s causal %d\n",
+    std::printf("# schedule %s  ranks %d  steps %d  seq %ld (chunk %d%s)  b %d h %d h_kv %d d %d  dtype %s causal %d%s\n",
                 o.schedule.c_str(), P, sched.num_steps(), N, c, long(c) * P != N ? ", padded" : "", o.batch, o.heads,
-                o.kv_heads, o.dim, o.dtype.c_str(), int(o.causal));
+                o.kv_heads, o.dim, o.dtype.c_str(), int(o.causal), mask_summary(o).c_str());
     std::printf("# idle fraction: %.4f (docs/design/schedules.md 1.5 accounting), %.4f (paper's convention)\n", sched.idle_fraction(),
                 sched.idle_fraction_printed());
     std::printf("# kv heads per pass: %d of %d\n", timed_ring->kv_heads_per_pass(), o.kv_heads);

@@ -46,9 +46,9 @@ int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, cons
   run.describe = [&] {
     const UlyssesHeads h(P, o.heads, o.kv_heads);
     std::printf("# comm %s\n", std::is_same<CommSpace, MpiSpace>::value ? "MPI" : "NCCL");
-    std::printf("# schedule ulysses  ranks %d  seq %ld (chunk %d%s)  b %d h %d h_kv %d d %d  dtype %s causal %d\n", P,
+    std::printf("# schedule ulysses  ranks %d  seq %ld (chunk %d%s)  b %d h %d h_kv %d d %d  dtype %s causal %d%s\n", P,
                 N, c, long(c) * P != N ? ", padded" : "", o.batch, o.heads, o.kv_heads, o.dim, o.dtype.c_str(),
-                int(o.causal));
+                int(o.causal), mask_summary(o).c_str());
     std::printf("# heads per rank %d, kv heads per rank %d (each kv head on %d rank(s)); pipelined over %d head "
                 "group(s)\n",
                 h.local_heads(), h.local_kv_heads(), h.kv_replicas(), ulysses_head_groups(h, o.ulysses_groups));
