@@ -58,6 +58,7 @@
 #include <DistAttn/exec/impl/kernel_documents.hpp>
 #include <DistAttn/impl/head_groups.hpp>
 #include <DistAttn/exec/impl/pass_recorder.hpp>
+#include <DistAttn/exec/impl/row_pieces.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>
@@ -195,7 +196,7 @@ class RingAttention {
   template <class OV, class LV>
   void run_forward(const CView& q, const CView& k, const CView& v, const OV& o, const LV& lse) {
     const int x = comm_.rank(), nsteps = schedule_.num_steps();
-    if (!zigzag()) reset_state(compute_, buf_.own);
+    for (int a = 0; a < layout_.pieces(); ++a) reset_state(compute_, buf_.own[a]);
     // Inputs need two slots (step t computes while t+1 arrives), results too:
     // step t-1's result is merged before step t+1's is posted.
     std::array<std::vector<Req>, 2> in_reqs;
@@ -251,51 +252,42 @@ class RingAttention {
       const int r = t % 2;
       wait_all_on(res_reqs[r], res_pending[r]);
       if (!res_pending[r]) return;
-      attention_merge(compute_, buf_.own, buf_.rpart[r]);
+      attention_merge(compute_, buf_.own[0], buf_.rpart[r]);  // partials travel only where a rank holds one piece
       res_pending[r] = false;
       rec_.merged();
     };
 
     rec_.step();
     if (nsteps > 1) post_inputs(1);
-    if (zigzag()) {
-      reset_state(compute_, buf_.own_z[0]);
-      reset_state(compute_, buf_.own_z[1]);
-      zigzag_fwd(x, x, q, k, v);
-    } else {
-      timed([&] {
-        AttnOptions ao = task_options(schedule_.forward(x, 0).compute->mask(c_, kernel_rule()));
-        attention_fwd_update(compute_, q, k, v, buf_.own, ao);
-      });
-    }
+    forward_task(*schedule_.forward(x, 0).compute, q, k, v, 0);
     for (int t = 1; t < nsteps; ++t) {
       rec_.step();
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.forward(x, t);
       const int s       = t % 2;
       wait_all_on(in_reqs[s], st.recv_input.active());
-      if (st.compute) {
-        const ComputeTask& task = *st.compute;
-        const AttnOptions ao    = task_options(task.mask(c_, kernel_rule()));
-        if (zigzag()) {
-          zigzag_fwd(x, task.k_chunk, q, buf_.kbuf[s], buf_.vbuf[s]);
-        } else if (task.own_query) {
-          if (!masked_out(task)) timed([&] { attention_fwd_update(compute_, q, buf_.kbuf[s], buf_.vbuf[s], buf_.own, ao); });
-        } else {
-          reset_state(compute_, buf_.spart[s]);  // sent even when empty: the schedule expects it
-          if (!masked_out(task)) timed([&] { attention_fwd_update(compute_, buf_.qbuf[s], k, v, buf_.spart[s], ao); });
-        }
-      }
+      if (st.compute) forward_task(*st.compute, q, k, v, s);
       post_results(t);
       merge_result(t - 1);  // the partial produced at step t-1 has had a step to travel
     }
     merge_result(nsteps - 1);
     rec_.end_steps();
-    if (zigzag()) {
-      for (int a = 0; a < 2; ++a) attention_finalize(compute_, buf_.own_z[a], half(o, a), half_stats(lse, a));
-    } else {
-      attention_finalize(compute_, buf_.own, o, lse);
-    }
+    Impl::for_each_row_piece(layout_.pieces(), layout_.piece_len(), [&](int a, auto rows) {
+      attention_finalize(compute_, buf_.own[a], rows.tokens(o), rows.stats(lse));
+    });
+  }
+
+  /// One task's blocks into its query-side state: the rank's own (one per row piece),
+  /// or a helper's fresh partial in send slot s. Inputs not the rank's own are in slot s.
+  void forward_task(const ComputeTask& task, const CView& q, const CView& k, const CView& v, int s) {
+    const CView qq = task.own_query ? q : CView(buf_.qbuf[s]);
+    const CView kk = task.own_kv ? k : CView(buf_.kbuf[s]);
+    const CView vv = task.own_kv ? v : CView(buf_.vbuf[s]);
+    if (task.fresh_state) reset_state(compute_, buf_.spart[s]);
+    for_each_block(task, [&](const PieceBlock& blk, auto qr, auto kr) {
+      State& st = task.fresh_state ? buf_.spart[s] : buf_.own[blk.q_piece];
+      timed([&] { attention_fwd_update(compute_, qr.tokens(qq), kr.tokens(kk), kr.tokens(vv), st, task_options(blk.mask)); });
+    });
   }
 
   template <class OV, class DQV, class DKV, class DVV>
@@ -373,40 +365,14 @@ class RingAttention {
 
     rec_.step();
     if (nsteps > 1) post_inputs(1);
-    if (zigzag()) {
-      zigzag_bwd(x, x, q, k, v, dout, lse, buf_.gk, buf_.gv);
-    } else {
-      timed([&] {
-        AttnOptions ao = task_options(schedule_.backward(x, 0).compute->mask(c_, kernel_rule()));
-        attention_bwd_update(compute_, q, k, v, dout, lse, buf_.delta, buf_.gq, buf_.gk, buf_.gv, ao);
-      });
-    }
+    backward_task(*schedule_.backward(x, 0).compute, q, k, v, dout, lse, 0);
     for (int t = 1; t < nsteps; ++t) {
       rec_.step();
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.backward(x, t);
       const int s       = t % 2;
       wait_all_on(in_reqs[s], st.recv_input.active());
-      if (st.compute) {
-        const ComputeTask& task = *st.compute;
-        const AttnOptions ao    = task_options(task.mask(c_, kernel_rule()));
-        if (task.own_query) {
-          Kokkos::deep_copy(compute_, buf_.sdk[s], Acc(0));
-          Kokkos::deep_copy(compute_, buf_.sdv[s], Acc(0));
-          if (zigzag()) {
-            zigzag_bwd(x, task.k_chunk, q, buf_.kbuf[s], buf_.vbuf[s], dout, lse, buf_.sdk[s], buf_.sdv[s]);
-          } else if (!masked_out(task)) {
-            timed([&] {
-              attention_bwd_update(compute_, q, buf_.kbuf[s], buf_.vbuf[s], dout, lse, buf_.delta, buf_.gq, buf_.sdk[s], buf_.sdv[s], ao);
-            });
-          }
-        } else {
-          Kokkos::deep_copy(compute_, buf_.sdq[s], Acc(0));
-          if (!masked_out(task)) timed([&] {
-            attention_bwd_update(compute_, buf_.qbuf[s], k, v, buf_.dobuf[s], buf_.lsebuf[s], buf_.delbuf[s], buf_.sdq[s], buf_.gk, buf_.gv, ao);
-          });
-        }
-      }
+      if (st.compute) backward_task(*st.compute, q, k, v, dout, lse, s);
       post_results(t);
       add_result(t - 1);
     }
@@ -415,6 +381,32 @@ class RingAttention {
     Impl::convert4(compute_, buf_.gq, dq, "DistAttn::ring_bwd.dq");
     Impl::convert4(compute_, buf_.gk, dk, "DistAttn::ring_bwd.dk");
     Impl::convert4(compute_, buf_.gv, dv, "DistAttn::ring_bwd.dv");
+  }
+
+  /// One task's blocks: query gradients into the rank's own dq or a fresh GradQ in
+  /// send slot s, key gradients into its own dk, dv or a fresh GradKV in slot s.
+  void backward_task(const ComputeTask& task, const CView& q, const CView& k, const CView& v, const CView& dout,
+                     const CStats& lse, int s) {
+    const bool oq      = task.own_query;
+    const CView qq     = oq ? q : CView(buf_.qbuf[s]);
+    const CView dd     = oq ? dout : CView(buf_.dobuf[s]);
+    const CStats ll    = oq ? lse : CStats(buf_.lsebuf[s]);
+    const StatView del = oq ? buf_.delta : buf_.delbuf[s];
+    const AccView gq   = oq ? buf_.gq : buf_.sdq[s];
+    const CView kk     = task.own_kv ? k : CView(buf_.kbuf[s]);
+    const CView vv     = task.own_kv ? v : CView(buf_.vbuf[s]);
+    const AccView gk = task.own_kv ? buf_.gk : buf_.sdk[s], gv = task.own_kv ? buf_.gv : buf_.sdv[s];
+    if (!task.own_kv) {
+      Kokkos::deep_copy(compute_, gk, Acc(0));
+      Kokkos::deep_copy(compute_, gv, Acc(0));
+    }
+    if (!oq) Kokkos::deep_copy(compute_, gq, Acc(0));
+    for_each_block(task, [&](const PieceBlock& blk, auto qr, auto kr) {
+      timed([&] {
+        attention_bwd_update(compute_, qr.tokens(qq), kr.tokens(kk), kr.tokens(vv), qr.tokens(dd), qr.stats(ll),
+                             qr.stats(del), qr.tokens(gq), kr.tokens(gk), kr.tokens(gv), task_options(blk.mask));
+      });
+    });
   }
 
   /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
@@ -457,60 +449,14 @@ class RingAttention {
     Impl::check_executor_extents(where, q, k, B_, c_, H_, Hkv_, D_);
   }
 
-  bool zigzag() const { return opts_.kind == RingKind::Zigzag; }
-
-  // Zigzag: local rows [0, c/2) are global half-chunk `rank`, rows [c/2, c) are
-  // half-chunk 2P-1-rank. A block between two ranks' data is up to four
-  // half-blocks; each is skipped, unmasked or masked as its relation says.
-  template <class V>
-  auto half(const V& v, int a) const {
-    const int h = c_ / 2;
-    return Kokkos::subview(v, Kokkos::ALL, std::make_pair(a * h, (a + 1) * h), Kokkos::ALL, Kokkos::ALL);
-  }
-  template <class V>
-  auto half_stats(const V& v, int a) const {
-    const int h = c_ / 2;
-    return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, std::make_pair(a * h, (a + 1) * h));
-  }
   template <class F>
-  void for_each_half_block(int qrank, int krank, F&& f) const {
-    const int h = c_ / 2;
-    for (int a = 0; a < 2; ++a)
-      for (int b = 0; b < 2; ++b) {
-        const PositionMap qp = layout_.piece(qrank, a), kp = layout_.piece(krank, b);
-        switch (opts_.mask_rule().on_block(qp, kp).relation(0, h, 0, h)) {  // host offsets
-          case Relation::Skip: break;
-          case Relation::Full: f(a, b, Mask::none()); break;
-          case Relation::Partial: f(a, b, kernel_rule().on_block(qp, kp)); break;
-        }
-      }
-  }
-  template <class QV, class KV, class VV>
-  void zigzag_fwd(int qrank, int krank, const QV& q, const KV& k, const VV& v) {
-    for_each_half_block(qrank, krank, [&](int a, int b, const Mask& m) {
-      timed([&] { attention_fwd_update(compute_, half(q, a), half(k, b), half(v, b), buf_.own_z[a], task_options(m)); });
-    });
-  }
-  template <class QV, class KV, class VV, class DOV, class LV, class GK>
-  void zigzag_bwd(int qrank, int krank, const QV& q, const KV& k, const VV& v, const DOV& dout, const LV& lse,
-                  const GK& dk, const GK& dv) {
-    for_each_half_block(qrank, krank, [&](int a, int b, const Mask& m) {
-      timed([&] {
-        attention_bwd_update(compute_, half(q, a), half(k, b), half(v, b), half(dout, a), half_stats(lse, a),
-                             half_stats(buf_.delta, a), half(buf_.gq, a), half(dk, b), half(dv, b), task_options(m));
-      });
-    });
+  void for_each_block(const ComputeTask& task, F&& f) const {
+    Impl::for_each_piece_block(layout_.pieces(), layout_.piece_len(),
+                               layout_.blocks(task, opts_.mask_rule(), kernel_rule()), std::forward<F>(f));
   }
 
   /// The options' mask with its documents read where the kernels run.
   Mask kernel_rule() const { return kdocs_.for_kernels(opts_.mask_rule()); }
-  /// A window or documents can leave a whole block without an allowed pair: its
-  /// kernel would leave every output as it is, so it does not run. (Dense
-  /// schedules emit no such block; zigzag asks per half-block.)
-  bool masked_out(const ComputeTask& task) const {
-    const Mask rule = opts_.mask_rule();  // host offsets
-    return !rule.is_dense() && task.mask(c_, rule).relation(0, c_, 0, c_) == Relation::Skip;
-  }
   AttnOptions task_options(const Mask& mask) const {
     AttnOptions ao  = opts_.attn.with_mask(mask);
     ao.check_finite = false;
@@ -559,12 +505,13 @@ class RingAttention {
   struct Shape {
     int B, c, H, Hkv, D;
     Slots used;
-    bool kv_slots, zigzag, grouped;
+    bool kv_slots;
+    int pieces;
+    bool grouped;
   };
   // Everything a pass uses besides the caller's tensors; views into the workspace.
   struct Buffers {
-    State own;
-    std::array<State, 2> own_z;
+    std::array<State, 2> own;  // one per row piece
     std::array<TView, 2> kbuf, vbuf, qbuf, dobuf;
     std::array<StatView, 2> lsebuf, delbuf;
     std::array<State, 2> spart, rpart;
@@ -577,7 +524,7 @@ class RingAttention {
   // A pass over `group` kv heads (and their query heads) at a time.
   static Shape make_shape(const RingSchedule& sched, int B, int c, int H, int Hkv, int D, int group) {
     return Shape{B,        c, group * (H / Hkv), group, D, slots_used(sched), sched.num_steps() > 1,
-                 sched.kind() == RingKind::Zigzag, group < Hkv};
+                 ring_pieces(sched.kind()), group < Hkv};
   }
   static Slots slots_used(const RingSchedule& sched) {
     Slots u;
@@ -605,14 +552,10 @@ class RingAttention {
       c.take(b.vbuf[i], "DistAttn::ring.v_slot", s.B, s.c, s.Hkv, s.D);
     }
   }
-  // Zigzag keeps one state per half-chunk (they are the only states it needs);
-  // the other kinds one for the chunk plus the helpers' partial slots.
+  // One state per row piece (zigzag: per half-chunk), plus the helpers' partial slots.
   static void lay_out_forward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    if (s.zigzag) {
-      for (int a = 0; a < 2; ++a) c.state(b.own_z[a], "DistAttn::ring.state_half", s.B, s.c / 2, s.H, s.D);
-    } else {
-      c.state(b.own, "DistAttn::ring.state", s.B, s.c, s.H, s.D);
-    }
+    for (int a = 0; a < s.pieces; ++a)
+      c.state(b.own[a], s.pieces > 1 ? "DistAttn::ring.state_half" : "DistAttn::ring.state", s.B, s.c / s.pieces, s.H, s.D);
     lay_out_kv(c, b, s);
     for (int i = 0; i < 2 && s.used.q_input; ++i) c.take(b.qbuf[i], "DistAttn::ring.q_slot", s.B, s.c, s.H, s.D);
     for (int i = 0; i < 2 && s.used.partials; ++i) {
@@ -661,7 +604,7 @@ class RingAttention {
   /// not even the smallest group fits, it fails every rank with the need.
   int choose_group(const char* where, Pass pass) const {
     return Impl::choose_head_group<Mem>(where, pass == Pass::Forward ? "forward" : "backward", Hkv_, opts_.head_group,
-                                        ws_.held(), opts_.memory_limit_bytes, c_, zigzag() ? 2 : 1, comm_.size(),
+                                        ws_.held(), opts_.memory_limit_bytes, c_, layout_.pieces(), comm_.size(),
                                         [&](int g) { return layout_of(plan_for(g), pass); },
                                         [&](int g) { return std::max(ws_.held(), layout_of(plan_for(g), pass).total()); });
   }
