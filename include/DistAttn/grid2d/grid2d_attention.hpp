@@ -74,7 +74,7 @@ namespace DistAttn {
 /// The executor keeps K_t, V_t from forward for backward (Alg. 1 line 8,
 /// "SaveForBackprop"): backward reuses them only when every rank is given the k
 /// and v of its last forward with unchanged content (same Views and the same
-/// fingerprint, impl/saved_inputs.hpp), and rebuilds them with one more
+/// fingerprint, exec/impl/saved_inputs.hpp), and rebuilds them with one more
 /// permutation otherwise (reported as the KvPermute phase of the backward).
 /// invalidate_saved_inputs() drops them outright.
 template <class T, class CommSpace, class Exec>

@@ -51,13 +51,13 @@
 
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
-#include <DistAttn/comm/p2p_batch.hpp>
 #include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/exec/impl/executor_inputs.hpp>
 #include <DistAttn/exec/impl/kernel_documents.hpp>
 #include <DistAttn/impl/head_groups.hpp>
 #include <DistAttn/exec/impl/pass_recorder.hpp>
+#include <DistAttn/exec/impl/recorded_batch.hpp>
 #include <DistAttn/exec/impl/row_pieces.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
@@ -210,7 +210,7 @@ class RingAttention {
       const RankStep st = schedule_.forward(x, t);
       comm_.depend_on(compute_);  // slot t%2 was last read by the tile of step t-2
       const int s = t % 2;
-      Batch b(comm_);
+      Batch b(comm_, rec_);
       if (st.recv_input.kind == PayloadKind::KV) {
         recv(b, buf_.kbuf[s], st.recv_input, 0);
         recv(b, buf_.vbuf[s], st.recv_input, 1);
@@ -223,12 +223,12 @@ class RingAttention {
       } else if (st.send_input.active()) {
         send(b, q, st.send_input, 0);
       }
-      post(b, in_reqs[s]);
+      b.post(in_reqs[s]);
     };
     auto post_results = [&](int t) {
       const RankStep st = schedule_.forward(x, t);
       const int r = t % 2;
-      Batch b(comm_);
+      Batch b(comm_, rec_);
       // The partial was just computed, and slot r was last read by step t-2's merge.
       if (st.send_result.active() || st.recv_result.active()) comm_.depend_on(compute_);
       if (st.send_result.active()) {
@@ -243,14 +243,14 @@ class RingAttention {
         recv(b, buf_.rpart[r].l, st.recv_result, 2);
         res_pending[r] = true;
       }
-      post(b, res_reqs[r]);
+      b.post(res_reqs[r]);
     };
     // Waits for step t's result group (its send leaves the slot free, its
     // receive is merged): one step after it was posted.
     auto merge_result = [&](int t) {
       if (t < 0) return;
       const int r = t % 2;
-      wait_all_on(res_reqs[r], res_pending[r]);
+      rec_.wait_on(res_reqs[r], res_pending[r]);
       if (!res_pending[r]) return;
       attention_merge(compute_, buf_.own[0], buf_.rpart[r]);  // partials travel only where a rank holds one piece
       res_pending[r] = false;
@@ -265,7 +265,7 @@ class RingAttention {
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.forward(x, t);
       const int s       = t % 2;
-      wait_all_on(in_reqs[s], st.recv_input.active());
+      rec_.wait_on(in_reqs[s], st.recv_input.active());
       if (st.compute) forward_task(*st.compute, q, k, v, s);
       post_results(t);
       merge_result(t - 1);  // the partial produced at step t-1 has had a step to travel
@@ -286,7 +286,7 @@ class RingAttention {
     if (task.fresh_state) reset_state(compute_, buf_.spart[s]);
     for_each_block(task, [&](const PieceBlock& blk, auto qr, auto kr) {
       State& st = task.fresh_state ? buf_.spart[s] : buf_.own[blk.q_piece];
-      timed([&] { attention_fwd_update(compute_, qr.tokens(qq), kr.tokens(kk), kr.tokens(vv), st, task_options(blk.mask)); });
+      rec_.timed([&] { attention_fwd_update(compute_, qr.tokens(qq), kr.tokens(kk), kr.tokens(vv), st, task_options(blk.mask)); });
     });
   }
 
@@ -306,7 +306,7 @@ class RingAttention {
       const RankStep st = schedule_.backward(x, t);
       comm_.depend_on(compute_);
       const int s = t % 2;
-      Batch b(comm_);
+      Batch b(comm_, rec_);
       if (st.recv_input.kind == PayloadKind::KV) {
         recv(b, buf_.kbuf[s], st.recv_input, 0);
         recv(b, buf_.vbuf[s], st.recv_input, 1);
@@ -325,12 +325,12 @@ class RingAttention {
         send(b, lse, st.send_input, 2);
         send(b, buf_.delta, st.send_input, 3);
       }
-      post(b, in_reqs[s]);
+      b.post(in_reqs[s]);
     };
     auto post_results = [&](int t) {
       const RankStep st = schedule_.backward(x, t);
       const int r = t % 2, s = t % 2;
-      Batch b(comm_);
+      Batch b(comm_, rec_);
       // The gradients were just computed, and slot r was last read by step t-2's addition.
       if (st.send_result.active() || st.recv_result.active()) comm_.depend_on(compute_);
       if (st.send_result.kind == PayloadKind::GradKV) {
@@ -346,12 +346,12 @@ class RingAttention {
       } else if (st.recv_result.kind == PayloadKind::GradQ) {
         recv(b, buf_.rdq[r], st.recv_result, 0);
       }
-      post(b, res_reqs[r]);
+      b.post(res_reqs[r]);
     };
     auto add_result = [&](int t) {
       if (t < 0) return;
       const int r = t % 2;
-      wait_all_on(res_reqs[r], res_info[r].active());
+      rec_.wait_on(res_reqs[r], res_info[r].active());
       if (!res_info[r].active()) return;
       if (res_info[r].kind == PayloadKind::GradKV) {
         Impl::add4(compute_, buf_.rdk[r], buf_.gk, "DistAttn::ring_bwd.add_dk");
@@ -371,7 +371,7 @@ class RingAttention {
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.backward(x, t);
       const int s       = t % 2;
-      wait_all_on(in_reqs[s], st.recv_input.active());
+      rec_.wait_on(in_reqs[s], st.recv_input.active());
       if (st.compute) backward_task(*st.compute, q, k, v, dout, lse, s);
       post_results(t);
       add_result(t - 1);
@@ -402,7 +402,7 @@ class RingAttention {
     }
     if (!oq) Kokkos::deep_copy(compute_, gq, Acc(0));
     for_each_block(task, [&](const PieceBlock& blk, auto qr, auto kr) {
-      timed([&] {
+      rec_.timed([&] {
         attention_bwd_update(compute_, qr.tokens(qq), kr.tokens(kk), kr.tokens(vv), qr.tokens(dd), qr.stats(ll),
                              qr.stats(del), qr.tokens(gq), kr.tokens(gk), kr.tokens(gv), task_options(blk.mask));
       });
@@ -465,29 +465,15 @@ class RingAttention {
 
   static int tag(const Transfer& tr, int part) { return Impl::message_tag(int(tr.kind), tr.step, part); }
 
-  using Batch = P2PBatch<CommSpace, Exec>;
+  using Batch = Impl::RecordedBatch<CommSpace, Exec, Impl::PassRecorder<Exec, RingStats>>;
 
   template <class V>
-  void recv(Batch& b, const V& view, const Transfer& tr, int part) {
-    if (rec_.skip_transfers()) return;
-    b.recv(view, tr.peer, tag(tr, part));
-    rec_.received(tr.kind, view.span() * sizeof(typename V::value_type));
+  static void recv(Batch& b, const V& view, const Transfer& tr, int part) {
+    b.recv(view, tr.peer, tag(tr, part), tr.kind);
   }
   template <class V>
-  void send(Batch& b, const V& view, const Transfer& tr, int part) {
-    if (rec_.skip_transfers()) return;
-    b.send(view, tr.peer, tag(tr, part));
-    rec_.sent(tr.kind, view.span() * sizeof(typename V::value_type));
-  }
-  void post(Batch& b, std::vector<Req>& reqs) {
-    if (b.empty()) return;
-    reqs.push_back(b.post());
-    rec_.posted();
-  }
-  void wait_all_on(std::vector<Req>& reqs, bool has_receive) { rec_.wait_on(reqs, has_receive); }
-  template <class F>
-  void timed(F&& f) {
-    rec_.timed(std::forward<F>(f));
+  static void send(Batch& b, const V& view, const Transfer& tr, int part) {
+    b.send(view, tr.peer, tag(tr, part), tr.kind);
   }
   void begin_pass(const char* pass) {
     // Inputs were produced on the caller's instance; our sends read them.

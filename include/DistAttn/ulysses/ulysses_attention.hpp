@@ -25,7 +25,7 @@
 ///
 /// Backward reuses q_h, k_h, v_h only when every rank is given the q, k, v of its
 /// last forward with unchanged content (same Views and the same fingerprint,
-/// impl/saved_inputs.hpp), and repeats their all-to-all otherwise (the QKV phase
+/// exec/impl/saved_inputs.hpp), and repeats their all-to-all otherwise (the QKV phase
 /// of the backward). invalidate_saved_inputs() drops them outright.
 ///
 /// Arguments, padding and errors as for the ring (ring_attention.hpp): checked on

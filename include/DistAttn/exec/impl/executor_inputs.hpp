@@ -20,7 +20,7 @@
 #include <DistAttn/comm.hpp>
 #include <DistAttn/impl/attention_checks.hpp>
 #include <DistAttn/comm/impl/entry_agreement.hpp>
-#include <DistAttn/impl/saved_inputs.hpp>
+#include <DistAttn/exec/impl/saved_inputs.hpp>
 #include <DistAttn/core/error.hpp>
 #include <DistAttn/core/types.hpp>
 

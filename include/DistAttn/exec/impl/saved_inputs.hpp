@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 #pragma once
-/// @file impl/saved_inputs.hpp
+/// @file exec/impl/saved_inputs.hpp
 /// What lets a backward reuse what its forward derived from the inputs (Ulysses'
 /// head-side q, k, v; Attention2D's K_t, V_t), and the rule that keeps that reuse
 /// from ever giving a wrong gradient.
