@@ -37,6 +37,7 @@ struct Options {
   int ulysses_groups = 0;     // ulysses: head groups the all-to-alls are pipelined over (0 = default)
   bool decompose = false;  // also time the schedule with transfers disabled (exposed communication)
   bool check_finite = false;  // executors scan their inputs for NaN/Inf on every pass
+  std::string reference = "auto";  // where --check's reference runs: auto, host, device
   std::string json;           // write the results to this file (rank 0)
   double progress_s = 10.0;   // seconds between progress lines on stderr (0: none)
   int test_stop_rank = -1;    // DISTATTN_DRIVER_TEST_FAULT=stop:R (tests only; see read_test_fault)
@@ -152,6 +153,11 @@ inline void add_options(CLI::App& app, Options& o, int& causal) {
                  "document only (default: one sequence)");
   app.add_flag("--fwd-only{false}", o.backward, "skip the backward pass");
   app.add_flag("--check", o.check, "gather results and compare with the fp64 reference");
+  app.add_option("--reference", o.reference,
+                 "where --check's fp64 reference runs: host (a plain loop), device (the library's portable "
+                 "kernels in fp64 on the GPU of CUDA builds) or auto (device where memory is not the host's)")
+      ->check(CLI::IsMember({"auto", "host", "device"}))
+      ->capture_default_str();
   app.add_option("-w,--warmup", o.warmup, "warm-up iterations")->check(at_least(0))->capture_default_str();
   app.add_option("-n,--iters", o.iters, "timed iterations")->check(at_least(1))->capture_default_str();
   app.add_option("--delay-ms", o.delay_ms, "sleep before every receive completes (testing aid)")

@@ -125,6 +125,15 @@ inline double reference_flops(const Options& o) {
 /// (docs/PERFORMANCE.md, "fp64 check"); an estimate for the warning only.
 constexpr double kReferenceFlopsPerS = 0.5e9;
 
+/// Where --check computes its reference (--reference): "host" (testing/reference.hpp)
+/// or "device" (device_reference.hpp); "auto" is device where the default memory
+/// space is not the host's.
+inline bool reference_on_device(const Options& o) {
+  if (o.reference == "auto")
+    return !Kokkos::SpaceAccessibility<Kokkos::HostSpace, Kokkos::DefaultExecutionSpace::memory_space>::accessible;
+  return o.reference == "device";
+}
+
 /// Estimated seconds of --check's fp64 reference on rank 0's host (0 without --check).
 inline double reference_seconds(const Options& o) { return o.check ? reference_flops(o) / kReferenceFlopsPerS : 0.0; }
 
@@ -141,8 +150,8 @@ inline double local_run_seconds(const Options& o) {
 /// (a whole number of GFLOP/s read "~0").
 inline std::string slow_check_warning(const Options& o) {
   const double s = reference_seconds(o);
-  if (s <= 30) return "";
-  // The reference runs on the host even in GPU builds (no device reference yet).
+  // No rate of the device reference is measured yet: no estimate for it.
+  if (s <= 30 || reference_on_device(o)) return "";
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "distattn-run: warning: --check computes the fp64 reference of the whole sequence on rank 0's "

@@ -7,6 +7,7 @@
 // (--decompose) and the fp64 check (--check). What differs between executors is
 // handed in as an ExecutorRun.
 
+#include "device_reference.hpp"
 #include "driver_common.hpp"
 #include "fit.hpp"
 #include "progress.hpp"
@@ -40,7 +41,17 @@ int check_against_reference(const Options& o, const Testing::HostTensor& O, cons
   const double scale = 1.0 / std::sqrt(double(o.dim));
   Testing::HostTensor ro("ro", o.batch, N, o.heads, o.dim);
   Testing::HostStats rl("rl", o.batch, o.heads, N);
-  Testing::reference_fwd(q, k, v, mask, scale, ro, rl);
+  const long Nb = dq ? N : 0;  // gradients only with a backward
+  Testing::HostTensor rdq("rdq", o.batch, Nb, o.heads, o.dim), rdk("rdk", o.batch, Nb, o.kv_heads, o.dim),
+      rdv("rdv", o.batch, Nb, o.kv_heads, o.dim), dout;
+  if (dq) dout = global_host<T>(kSeedDO, o.batch, N, o.heads, o.dim);
+  if (reference_on_device(o)) {
+    std::printf("# check: reference by the portable kernels in fp64 on the device (--reference)\n");
+    device_reference(q, k, v, dq ? &dout : nullptr, mask, rule.documents, scale, ro, rl, &rdq, &rdk, &rdv);
+  } else {
+    Testing::reference_fwd(q, k, v, mask, scale, ro, rl);
+    if (dq) Testing::reference_bwd(q, k, v, dout, mask, scale, rdq, rdk, rdv);
+  }
   const double tol = check_tolerance<T>();
   int bad          = 0;
   auto report      = [&](const char* name, double err) {
@@ -50,10 +61,6 @@ int check_against_reference(const Options& o, const Testing::HostTensor& O, cons
   };
   report("O", Testing::rel_error(O, ro));
   if (dq) {
-    auto dout = global_host<T>(kSeedDO, o.batch, N, o.heads, o.dim);
-    Testing::HostTensor rdq("rdq", o.batch, N, o.heads, o.dim), rdk("rdk", o.batch, N, o.kv_heads, o.dim),
-        rdv("rdv", o.batch, N, o.kv_heads, o.dim);
-    Testing::reference_bwd(q, k, v, dout, mask, scale, rdq, rdk, rdv);
     report("dQ", Testing::rel_error(*dq, rdq));
     report("dK", Testing::rel_error(*dk, rdk));
     report("dV", Testing::rel_error(*dv, rdv));
