@@ -112,11 +112,20 @@ int with_communicator(const Options& o, Sync& sync, F&& f) {
 /// testing delay, the opt-in NaN/Inf scan, and a fence at the end of every pass
 /// (the driver times passes by the executors' total_s).
 inline void set_executor_options(const Options& o, ExecutorOptions& x) {
+  x.causal            = o.causal;
+  x.window            = o.window;
+  x.documents         = o.documents;
   x.recv_delay_ms     = o.delay_ms;
   x.attn.check_finite = o.check_finite;
   x.fence_each_pass   = true;
-  x.window            = o.window;
-  x.documents         = o.documents;
+}
+
+/// The mask the options ask for, as every executor is given it (causality,
+/// --window, --docs); its mask_rule() reads the offsets from this object.
+inline ExecutorOptions mask_options(const Options& o) {
+  ExecutorOptions x;
+  set_executor_options(o, x);
+  return x;
 }
 
 /// Gathers one row of numbers per rank to rank 0.

@@ -5,6 +5,7 @@
 // (context: build, hosts, devices, versions, command line; configuration, per-rank compute, wait, bytes and step timeline, medians, check
 // errors, verdict; perf_tests/scripts/plot_results.py turns such files into PNGs).
 
+#include "driver_common.hpp"
 #include "driver_options.hpp"
 #include "run_context.hpp"
 #include "sync.hpp"
@@ -28,16 +29,6 @@
 namespace DistAttn::Driver {
 
 using Json = nlohmann::json;
-
-/// The mask the options ask for, as every executor is given it (causality,
-/// --window, --docs); its mask_rule() reads the offsets from this object.
-inline ExecutorOptions mask_options(const Options& o) {
-  ExecutorOptions x;
-  x.causal    = o.causal;
-  x.window    = o.window;
-  x.documents = o.documents;
-  return x;
-}
 
 /// The (query, key) pairs of the global sequence the mask allows, per batch and head.
 inline double allowed_pairs(const Options& o) {

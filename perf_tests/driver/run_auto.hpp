@@ -131,10 +131,7 @@ inline Options choose_schedule(const Options& o, Sync& comm) {
   pr.dtype = o.dtype;
   // Causality, window and documents as the executors are given them, so the ranking
   // prices the work the mask allows.
-  ExecutorOptions given;
-  given.causal = o.causal;
-  set_executor_options(o, given);
-  pr.with_mask_of(given);
+  pr.with_mask_of(mask_options(o));
   Perf::MachineArgs machine = o.machine;
   MachineModel m;
   std::vector<Prediction> ranked;

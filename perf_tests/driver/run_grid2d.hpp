@@ -48,7 +48,6 @@ int run_grid2d_with(const Options& o, Communicator<CommSpace, Exec>& world, cons
   const GridShape req = parse_grid(o.grid);
   Grid2DOptions go;
   go.variant       = o.schedule == "grid2d-no" ? Grid2DVariant::NO : Grid2DVariant::O;
-  go.causal        = o.causal;
   set_executor_options(o, go);
   go.head_group    = o.head_group;
   A2D* timed_a2d   = nullptr;  // the instance whose bytes are checked against the model

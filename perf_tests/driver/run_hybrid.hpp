@@ -26,7 +26,6 @@ int run_hybrid_with(const Options& o, Communicator<CommSpace, Exec>& comm, const
   const int P  = comm.size();
   const long N = o.seq;
   HybridOptions ho;
-  ho.causal         = o.causal;
   set_executor_options(o, ho);
   ho.inner          = parse_inner(o.inner);
   ho.ulysses_degree = o.ulysses;

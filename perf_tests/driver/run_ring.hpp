@@ -94,7 +94,6 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
                                         << " (2 x ranks): padded keys would enter every row of full attention");
   RingOptions ro;
   ro.kind          = o.schedule == "ring" ? RingKind::Vanilla : (zz ? RingKind::Zigzag : RingKind::Balanced);
-  ro.causal        = o.causal;
   set_executor_options(o, ro);
   ro.head_group    = o.head_group;
   const RingLayout layout(P, c, ro.kind);

@@ -22,7 +22,6 @@ int run_ulysses_with(const Options& o, Communicator<CommSpace, Exec>& comm, cons
                    "--causal 0: --seq " << N << " must be a multiple of the " << P
                                         << " ranks: padded keys would enter every row of full attention");
   UlyssesOptions uo;
-  uo.causal        = o.causal;
   set_executor_options(o, uo);
   uo.head_groups = o.ulysses_groups;
   const RingLayout layout(P, c, RingKind::Vanilla);
