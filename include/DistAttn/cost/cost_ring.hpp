@@ -19,6 +19,7 @@
 #include <DistAttn/cost/machine_model.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/schedule/padding.hpp>
+#include <DistAttn/schedule/ring_buffers.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>
 #include <DistAttn/schedule/ring_volume.hpp>
@@ -161,35 +162,14 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
 }
 
 /// Bytes RingAttention holds per rank with all heads in one pass: the peak of
-/// its forward and backward layouts in the shared workspace (RingAttention::
-/// memory_plan, executor/memory_plan.hpp). Only the slots the schedule uses on some
-/// rank exist; every buffer is rounded up to MemoryLayout::kAlign.
+/// its forward and backward layouts in the shared workspace, planned by the
+/// executor's own buffer table (schedule/ring_buffers.hpp).
 inline std::int64_t ring_workspace_bytes(RingKind kind, const AttnProblem& pr, std::int64_t c, int P) {
-  const std::int64_t B = pr.batch, H = pr.heads, Hkv = pr.kv_heads, d = pr.head_dim;
-  const std::int64_t io = pr.io_bytes(), acc = pr.acc_bytes();
-  auto r      = [](std::int64_t bytes) { return std::int64_t(MemoryLayout::round_up(std::size_t(bytes))); };
-  auto state  = [&](std::int64_t rows) { return r(B * rows * H * d * acc) + 2 * r(B * H * rows * acc); };
-  const std::int64_t q = B * c * H * d, kv = B * c * Hkv * d, rows = B * H * c;
-  const RingSchedule sched(P, kind);
-  bool q_input = false, partials = false, qbundle = false, grad_q = false, grad_kv = false;
-  for (int x = 0; x < P; ++x)
-    for (int t = 1; t < sched.num_steps(); ++t) {
-      const RankStep f = sched.forward(x, t), b = sched.backward(x, t);
-      q_input |= f.recv_input.kind == PayloadKind::Q;
-      partials |= f.recv_result.kind == PayloadKind::Partial || f.send_result.kind == PayloadKind::Partial;
-      qbundle |= b.recv_input.kind == PayloadKind::QBundle;
-      grad_q |= b.recv_result.kind == PayloadKind::GradQ || b.send_result.kind == PayloadKind::GradQ;
-      grad_kv |= b.recv_result.kind == PayloadKind::GradKV || b.send_result.kind == PayloadKind::GradKV;
-    }
-  const std::int64_t kv_slots = sched.num_steps() > 1 ? 4 * r(kv * io) : 0;
-  std::int64_t fwd = (kind == RingKind::Zigzag ? 2 * state(c / 2) : state(c)) + kv_slots;
-  if (q_input) fwd += 2 * r(q * io);
-  if (partials) fwd += 4 * state(c);
-  std::int64_t bwd = r(rows * acc) + r(q * acc) + 2 * r(kv * acc) + kv_slots;
-  if (qbundle) bwd += 2 * (r(q * io) + r(q * io) + 2 * r(rows * acc));
-  if (grad_kv) bwd += 2 * 4 * r(kv * acc);
-  if (grad_q) bwd += 2 * 2 * r(q * acc);
-  return std::max(fwd, bwd);
+  const RingShape s =
+      RingShape::of(RingSchedule(P, kind), pr.batch, int(c), pr.heads, pr.kv_heads, pr.head_dim, pr.kv_heads);
+  return Impl::with_element_sizes(pr.io_bytes(), [&](auto t, auto acc) {
+    return std::int64_t(RingBuffers<decltype(t), decltype(acc), Kokkos::HostSpace>::plan(s).peak_bytes());
+  });
 }
 
 }  // namespace DistAttn

@@ -15,12 +15,11 @@
 #include <DistAttn/cost/cost_types.hpp>
 #include <DistAttn/core/mask.hpp>
 #include <DistAttn/cost/machine_model.hpp>
+#include <DistAttn/schedule/head_exchange_buffers.hpp>
 #include <DistAttn/schedule/ulysses_volume.hpp>
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
-#include <numeric>
 #include <vector>
 
 namespace DistAttn {
@@ -125,38 +124,21 @@ inline PassPrediction predict_ulysses_pass(TileDirection dir, const AttnProblem&
 }
 
 /// Bytes Impl::HeadExchange holds per rank after a forward and a backward over U
-/// ranks of `tokens_per_rank` tokens each (HeadExchange::memory_plan): the kept
-/// head-side tensors plus the larger pass workspace. With one head group the
-/// successive message buffers share memory; pipelined over G > 1 groups each
-/// message buffer holds two groups' slots and a pass's phases (the forward state,
-/// one group's heads, included) are disjoint. `ulysses`: UlyssesAttention's use
-/// (forward state and sequence-side Delta in the workspace); else the hybrid's
-/// (head-side O and LSE kept, one group).
+/// ranks of `tokens_per_rank` tokens each, pipelined over `groups` head groups:
+/// the kept head-side tensors plus the larger pass workspace, planned by the
+/// exchange's own buffer table (schedule/head_exchange_buffers.hpp). `ulysses`:
+/// UlyssesAttention's use (forward state and sequence-side Delta in the workspace);
+/// else the hybrid's (head-side O and LSE kept, one group).
 inline std::int64_t head_exchange_workspace_bytes(const AttnProblem& pr, int U, std::int64_t tokens_per_rank,
                                                   bool ulysses = false, int groups = 1) {
-  const UlyssesHeads h(U, pr.heads, pr.kv_heads);
-  const std::int64_t B = pr.batch, N = U * tokens_per_rank, d = pr.head_dim, io = pr.io_bytes(), acc = pr.acc_bytes();
-  const std::int64_t L = h.local_heads(), Lk = h.local_kv_heads(), G = groups, slots = std::min(groups, 2);
-  const std::int64_t q = B * N * L * d, kv = B * N * Lk * d, rows = B * N * L;
-  auto r = [](std::int64_t bytes) { return std::int64_t(MemoryLayout::round_up(std::size_t(bytes))); };
-  // A message buffer: its group slots, of `elements` of the whole heads each split G ways.
-  auto msg = [&](std::int64_t elements, std::int64_t bytes) { return r(slots * (elements / G) * bytes); };
-  // The phases of a pass: the largest with one group, else all of them.
-  auto phases = [&](std::initializer_list<std::int64_t> p) {
-    return G == 1 ? std::max(p) : std::accumulate(p.begin(), p.end(), std::int64_t(0));
-  };
-  const std::int64_t out  = r(q * io) + r(rows * acc);  // O, LSE on the head side
-  const std::int64_t kept = r(q * io) + 2 * r(kv * io) + (ulysses ? 0 : out);
-  const std::int64_t qkv_messages = 2 * msg(q + 2 * kv, io);
-  const std::int64_t state = ulysses ? r(q / G * acc) + 2 * r(rows / G * acc) : 0;
-  const std::int64_t fwd = (ulysses ? out : 0) + phases({qkv_messages, state, 2 * msg(q, io) + 2 * msg(rows, acc)});
-  std::int64_t bwd = (ulysses ? r(B * pr.heads * tokens_per_rank * acc) + r(rows * acc) : 0) + r(q * acc) +
-                     2 * r(kv * acc);  // Delta (sequence side), LSE; dq, dk, dv
-  // Backward's q|k|v (when not kept) are all in before dO packs, so they share memory with what follows.
-  const std::int64_t dout = r(q * io) + 2 * msg(q, io) +
-                            (ulysses ? r(rows * acc) + 2 * msg(2 * rows, acc) : 2 * msg(rows, acc));
-  bwd += std::max(qkv_messages, phases({dout, 2 * msg(q + 2 * kv, acc)}));
-  return kept + std::max(fwd, bwd);
+  Impl::HeadExchangeUse use;
+  use.keep_output = !ulysses, use.state_and_delta = ulysses;
+  const Impl::HeadExchangeShape s{pr.batch, int(tokens_per_rank), pr.head_dim,
+                                  UlyssesHeads(U, pr.heads, pr.kv_heads), use, groups};
+  return Impl::with_element_sizes(pr.io_bytes(), [&](auto t, auto acc) {
+    return std::int64_t(
+        Impl::HeadExchangeBuffers<decltype(t), decltype(acc), Kokkos::HostSpace>::plan(s).peak_bytes());
+  });
 }
 
 /// UlyssesAttention: its head exchange over all P ranks, pipelined over

@@ -251,6 +251,23 @@ int choose_head_group(const char* where, const char* pass, int kv_heads, int req
   return groups.back();
 }
 
+/// A stand-in element of N bytes: a buffer table instantiated with these plans
+/// from sizes alone (its Views are never allocated), as the cost model does.
+template <int N>
+struct ElementBytes {
+  unsigned char bytes[N];
+};
+
+/// f(T, Acc) with stand-ins of the element and accumulation sizes of a problem:
+/// 16-bit elements accumulate in fp32, fp32 in fp32, fp64 in fp64 (accum_t).
+template <class F>
+decltype(auto) with_element_sizes(int io_bytes, F&& f) {
+  if (io_bytes == 2) return f(ElementBytes<2>{}, ElementBytes<4>{});
+  if (io_bytes == 4) return f(ElementBytes<4>{}, ElementBytes<4>{});
+  DISTATTN_REQUIRE(io_bytes == 8, "DistAttn::with_element_sizes", "element size " << io_bytes << " is not 2, 4 or 8 bytes");
+  return f(ElementBytes<8>{}, ElementBytes<8>{});
+}
+
 template <class Mem>
 class Carver;
 

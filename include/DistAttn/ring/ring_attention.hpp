@@ -60,6 +60,7 @@
 #include <DistAttn/exec/impl/recorded_batch.hpp>
 #include <DistAttn/exec/impl/row_pieces.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
+#include <DistAttn/schedule/ring_buffers.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/schedule/ring_schedule.hpp>
 
@@ -125,14 +126,8 @@ class RingAttention {
   /// The same for any extents, without a communicator (P ranks, `chunk` tokens each).
   static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
                                 const RingOptions& opts = {}) {
-    const int g       = opts.head_group > 0 ? opts.head_group : kv_heads;
-    const Shape shape = make_shape(RingSchedule(P, opts.kind), batch, chunk, heads, kv_heads, head_dim, g);
-    MemoryPlan plan;
-    Buffers scratch;
-    Impl::Carver<Mem> fwd(plan.forward), bwd(plan.backward);
-    lay_out_forward(fwd, scratch, shape);
-    lay_out_backward(bwd, scratch, shape);
-    return plan;
+    const int g = opts.head_group > 0 ? opts.head_group : kv_heads;
+    return Buffers::plan(RingShape::of(RingSchedule(P, opts.kind), batch, chunk, heads, kv_heads, head_dim, g));
   }
 
   /// O and LSE ([B, H, chunk], accumulation type) of this rank's query chunk.
@@ -484,98 +479,7 @@ class RingAttention {
   }
   void end_pass() { rec_.end("DistAttn::RingAttention: pass done"); }
 
-  // Which optional slots the schedule uses on some rank (the plan is the same on every rank).
-  struct Slots {
-    bool q_input = false, partials = false, qbundle = false, grad_q = false, grad_kv = false;
-  };
-  struct Shape {
-    int B, c, H, Hkv, D;
-    Slots used;
-    bool kv_slots;
-    int pieces;
-    bool grouped;
-  };
-  // Everything a pass uses besides the caller's tensors; views into the workspace.
-  struct Buffers {
-    std::array<State, 2> own;  // one per row piece
-    std::array<TView, 2> kbuf, vbuf, qbuf, dobuf;
-    std::array<StatView, 2> lsebuf, delbuf;
-    std::array<State, 2> spart, rpart;
-    StatView delta, lseg;
-    TView qg, kg, vg, dog;  // contiguous copies of one head group's inputs
-    AccView gq, gk, gv;
-    std::array<AccView, 2> sdk, sdv, sdq, rdk, rdv, rdq;
-  };
-
-  // A pass over `group` kv heads (and their query heads) at a time.
-  static Shape make_shape(const RingSchedule& sched, int B, int c, int H, int Hkv, int D, int group) {
-    return Shape{B,        c, group * (H / Hkv), group, D, slots_used(sched), sched.num_steps() > 1,
-                 ring_pieces(sched.kind()), group < Hkv};
-  }
-  static Slots slots_used(const RingSchedule& sched) {
-    Slots u;
-    for (int x = 0; x < sched.num_ranks(); ++x)
-      for (int t = 1; t < sched.num_steps(); ++t) {
-        const RankStep f = sched.forward(x, t), b = sched.backward(x, t);
-        u.q_input |= f.recv_input.kind == PayloadKind::Q;
-        u.partials |= f.recv_result.kind == PayloadKind::Partial || f.send_result.kind == PayloadKind::Partial;
-        u.qbundle |= b.recv_input.kind == PayloadKind::QBundle;
-        u.grad_q |= b.recv_result.kind == PayloadKind::GradQ || b.send_result.kind == PayloadKind::GradQ;
-        u.grad_kv |= b.recv_result.kind == PayloadKind::GradKV || b.send_result.kind == PayloadKind::GradKV;
-      }
-    return u;
-  }
-
-  static void lay_out_kv(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    if (s.grouped) {
-      c.take(b.qg, "DistAttn::ring.q_group", s.B, s.c, s.H, s.D);
-      c.take(b.kg, "DistAttn::ring.k_group", s.B, s.c, s.Hkv, s.D);
-      c.take(b.vg, "DistAttn::ring.v_group", s.B, s.c, s.Hkv, s.D);
-    }
-    if (!s.kv_slots) return;
-    for (int i = 0; i < 2; ++i) {
-      c.take(b.kbuf[i], "DistAttn::ring.k_slot", s.B, s.c, s.Hkv, s.D);
-      c.take(b.vbuf[i], "DistAttn::ring.v_slot", s.B, s.c, s.Hkv, s.D);
-    }
-  }
-  // One state per row piece (zigzag: per half-chunk), plus the helpers' partial slots.
-  static void lay_out_forward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    for (int a = 0; a < s.pieces; ++a)
-      c.state(b.own[a], s.pieces > 1 ? "DistAttn::ring.state_half" : "DistAttn::ring.state", s.B, s.c / s.pieces, s.H, s.D);
-    lay_out_kv(c, b, s);
-    for (int i = 0; i < 2 && s.used.q_input; ++i) c.take(b.qbuf[i], "DistAttn::ring.q_slot", s.B, s.c, s.H, s.D);
-    for (int i = 0; i < 2 && s.used.partials; ++i) {
-      c.state(b.spart[i], "DistAttn::ring.partial_send", s.B, s.c, s.H, s.D);
-      c.state(b.rpart[i], "DistAttn::ring.partial_recv", s.B, s.c, s.H, s.D);
-    }
-  }
-  static void lay_out_backward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    c.take(b.delta, "DistAttn::ring.delta", s.B, s.H, s.c);
-    if (s.grouped) {
-      c.take(b.dog, "DistAttn::ring.do_group", s.B, s.c, s.H, s.D);
-      c.take(b.lseg, "DistAttn::ring.lse_group", s.B, s.H, s.c);
-    }
-    c.take(b.gq, "DistAttn::ring.dq", s.B, s.c, s.H, s.D);
-    c.take(b.gk, "DistAttn::ring.dk", s.B, s.c, s.Hkv, s.D);
-    c.take(b.gv, "DistAttn::ring.dv", s.B, s.c, s.Hkv, s.D);
-    lay_out_kv(c, b, s);
-    for (int i = 0; i < 2 && s.used.qbundle; ++i) {
-      c.take(b.qbuf[i], "DistAttn::ring.q_slot", s.B, s.c, s.H, s.D);
-      c.take(b.dobuf[i], "DistAttn::ring.do_slot", s.B, s.c, s.H, s.D);
-      c.take(b.lsebuf[i], "DistAttn::ring.lse_slot", s.B, s.H, s.c);
-      c.take(b.delbuf[i], "DistAttn::ring.delta_slot", s.B, s.H, s.c);
-    }
-    for (int i = 0; i < 2 && s.used.grad_kv; ++i) {
-      c.take(b.sdk[i], "DistAttn::ring.dk_send", s.B, s.c, s.Hkv, s.D);
-      c.take(b.sdv[i], "DistAttn::ring.dv_send", s.B, s.c, s.Hkv, s.D);
-      c.take(b.rdk[i], "DistAttn::ring.dk_recv", s.B, s.c, s.Hkv, s.D);
-      c.take(b.rdv[i], "DistAttn::ring.dv_recv", s.B, s.c, s.Hkv, s.D);
-    }
-    for (int i = 0; i < 2 && s.used.grad_q; ++i) {
-      c.take(b.sdq[i], "DistAttn::ring.dq_send", s.B, s.c, s.H, s.D);
-      c.take(b.rdq[i], "DistAttn::ring.dq_recv", s.B, s.c, s.H, s.D);
-    }
-  }
+  using Buffers = RingBuffers<T, Acc, Mem>;
 
   const MemoryLayout& layout_of(const MemoryPlan& p, Pass pass) const {
     return pass == Pass::Forward ? p.forward : p.backward;
@@ -598,9 +502,9 @@ class RingAttention {
   /// (growing it if needed; forward's and backward's layouts overlap).
   int use_workspace(Pass pass, int group) {
     if (carved_pass_ == int(pass) && carved_group_ == group) return group;
-    const Shape s = make_shape(schedule_, B_, c_, H_, Hkv_, D_, group);
+    const RingShape s = RingShape::of(schedule_, B_, c_, H_, Hkv_, D_, group);
     ws_.carve("DistAttn::ring.workspace", [&](Impl::Carver<Mem>& c) {
-      pass == Pass::Forward ? lay_out_forward(c, buf_, s) : lay_out_backward(c, buf_, s);
+      pass == Pass::Forward ? buf_.lay_out_forward(c, s) : buf_.lay_out_backward(c, s);
     });
     carved_pass_  = int(pass);
     carved_group_ = group;

@@ -24,6 +24,7 @@
 #include <DistAttn/executor/memory_plan.hpp>
 #include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/ulysses/ulysses_pack.hpp>
+#include <DistAttn/schedule/head_exchange_buffers.hpp>
 #include <DistAttn/schedule/ulysses_types.hpp>
 
 #include <algorithm>
@@ -44,11 +45,9 @@ class HeadExchange {
   using StatView = RowStats<Acc, Mem>;
   using Recorder = PassRecorder<Exec, UlyssesStats>;
 
-  /// What the executor keeps and adds besides the exchange's own buffers.
-  struct Use {
-    bool keep_output = false;      ///< o() and lse() outlive forward (the hybrid's inner backward reads them)
-    bool state_and_delta = false;  ///< forward state of the one-call attention, sequence-side Delta (Ulysses)
-  };
+  using Use     = HeadExchangeUse;
+  using Shape   = HeadExchangeShape;
+  using Buffers = HeadExchangeBuffers<T, Acc, Mem>;
 
   /// `groups`: the head groups a pass is pipelined over (ulysses_head_groups; 1: none).
   HeadExchange(Comm& comm, const Exec& compute, Recorder& rec, int batch, int chunk, const UlyssesHeads& heads,
@@ -59,11 +58,7 @@ class HeadExchange {
   /// Forward's and backward's buffers for these extents: the kept tensors, then the pass's workspace.
   static MemoryPlan memory_plan(int batch, int chunk, const UlyssesHeads& heads, int head_dim, Use use,
                                 int groups = 1) {
-    const Shape s{batch, chunk, head_dim, heads, use, groups};
-    Buffers scratch;
-    return KeptAndPassWorkspace<Mem>::plan([&](Carver<Mem>& c) { lay_out_kept(c, scratch, s); },
-                                           [&](Carver<Mem>& c) { lay_out_forward(c, scratch, s); },
-                                           [&](Carver<Mem>& c) { lay_out_backward(c, scratch, s); });
+    return Buffers::plan(Shape{batch, chunk, head_dim, heads, use, groups});
   }
   MemoryPlan memory_plan() const { return memory_plan(B_, c_, heads_, D_, use_, G_); }
   std::size_t held_bytes() const { return mem_.held(); }
@@ -71,8 +66,8 @@ class HeadExchange {
   /// forward or backward (growing the workspace if needed; kept tensors survive).
   void use_workspace(bool backward) {
     const Shape s{B_, c_, D_, heads_, use_, G_};
-    mem_.use(backward, [&](Carver<Mem>& c) { lay_out_kept(c, b_, s); },
-             [&](Carver<Mem>& c) { lay_out_forward(c, b_, s); }, [&](Carver<Mem>& c) { lay_out_backward(c, b_, s); });
+    mem_.use(backward, [&](Carver<Mem>& c) { b_.lay_out_kept(c, s); }, [&](Carver<Mem>& c) { b_.lay_out_forward(c, s); },
+             [&](Carver<Mem>& c) { b_.lay_out_backward(c, s); });
   }
   /// Ulysses' forward state (one head group's extents) and sequence-side Delta [B, H, c] (Use::state_and_delta).
   const AttnState<Acc, Mem>& state() const { return b_.state; }
@@ -294,7 +289,7 @@ class HeadExchange {
   /// group slot: group g's is slot g mod slots(G) (the whole buffer for G = 1).
   template <class V>
   V region(const V& buf, const Slice& s, std::size_t block) const {
-    const std::size_t len = std::size_t(P()) * block, first = len * std::size_t((s.q0 / s.nq) % slots(G_));
+    const std::size_t len = std::size_t(P()) * block, first = len * std::size_t((s.q0 / s.nq) % Buffers::slots(G_));
     DISTATTN_REQUIRE(first + len <= buf.extent(0), "DistAttn::Impl::HeadExchange",
                      "a head group's message does not fit its slot (groups=" << G_ << ")");
     return Kokkos::subview(buf, Kokkos::make_pair(first, first + len));
@@ -334,113 +329,6 @@ class HeadExchange {
     Reqs r;
     post(send, recv, phase, r);
     rec_.wait_on(r, true);
-  }
-
-  /// Group slots of each message buffer: two while groups pipeline, else one.
-  static int slots(int groups) { return std::min(groups, 2); }
-
-  struct Shape {
-    int B, c, D;
-    UlyssesHeads heads;
-    Use use;
-    int G = 1;  ///< head groups
-  };
-  struct Buffers {
-    TView qh, kh, vh, oh, doh;
-    StatView lseh, delh, seq_delta;
-    AccView gqh, gkh, gvh;
-    AttnState<Acc, Mem> state;
-    Kokkos::View<T*, Mem> isend, irecv, osend, orecv;
-    Kokkos::View<Acc*, Mem> lsend, lrecv, ssend, srecv, gsend, grecv;
-  };
-  static void lay_out_kept(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    const int N = s.heads.ranks * s.c, L = s.heads.local_heads(), Lk = s.heads.local_kv_heads();
-    c.take(b.qh, "DistAttn::ulysses.q_heads", s.B, N, L, s.D);
-    c.take(b.kh, "DistAttn::ulysses.k_heads", s.B, N, Lk, s.D);
-    c.take(b.vh, "DistAttn::ulysses.v_heads", s.B, N, Lk, s.D);
-    if (s.use.keep_output) lay_out_output(c, b, s);
-  }
-  static void lay_out_output(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    const int N = s.heads.ranks * s.c, L = s.heads.local_heads();
-    c.take(b.oh, "DistAttn::ulysses.o_heads", s.B, N, L, s.D);
-    c.take(b.lseh, "DistAttn::ulysses.lse_heads", s.B, L, N);
-  }
-  /// One group slot of a message, all ranks' blocks: q, k, v (or dq, dk, dv), O, or
-  /// one row statistic of the group's L/G query and Lk/G K/V heads.
-  static std::size_t qkv_words(const Shape& s) {
-    return std::size_t(s.heads.ranks) * s.B * s.c * s.D * (s.heads.local_heads() + 2 * s.heads.local_kv_heads()) /
-           s.G;
-  }
-  static std::size_t q_words(const Shape& s) {
-    return std::size_t(s.heads.ranks) * s.B * s.c * s.heads.local_heads() * s.D / s.G;
-  }
-  static std::size_t stat_words(const Shape& s) {
-    return std::size_t(s.heads.ranks) * s.B * s.heads.local_heads() * s.c / s.G;
-  }
-  /// A message buffer of slots(G) group slots of `words` elements each.
-  template <class V>
-  static void take_message(Carver<Mem>& c, V& v, const char* name, const Shape& s, std::size_t words) {
-    c.take(v, name, std::size_t(slots(s.G)) * words);
-  }
-  static void lay_out_qkv_messages(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    take_message(c, b.isend, "DistAttn::ulysses.qkv_send", s, qkv_words(s));
-    take_message(c, b.irecv, "DistAttn::ulysses.qkv_recv", s, qkv_words(s));
-  }
-  static void lay_out_o_messages(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    take_message(c, b.osend, "DistAttn::ulysses.o_send", s, q_words(s));
-    take_message(c, b.orecv, "DistAttn::ulysses.o_recv", s, q_words(s));
-  }
-  static void lay_out_lse_messages(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    take_message(c, b.lsend, "DistAttn::ulysses.lse_send", s, stat_words(s));
-    take_message(c, b.lrecv, "DistAttn::ulysses.lse_recv", s, stat_words(s));
-  }
-  /// Starts a later phase of a pass: over the earlier phases' buffers with one
-  /// group (each exchange is waited on before the next phase packs), after them
-  /// when groups pipeline (one group's inputs, another's compute and a third's
-  /// results are live at once).
-  static void next_phase(Carver<Mem>& c, std::size_t mark, const Shape& s) {
-    if (s.G == 1) c.rewind(mark);
-  }
-  // Phases: q|k|v in; the attention (its state, one group's heads); O and LSE out.
-  static void lay_out_forward(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    if (!s.use.keep_output) lay_out_output(c, b, s);
-    const std::size_t m = c.mark();
-    lay_out_qkv_messages(c, b, s);
-    if (s.use.state_and_delta) {
-      next_phase(c, m, s);
-      c.state(b.state, "DistAttn::ulysses.state", s.B, s.heads.ranks * s.c, s.heads.local_heads() / s.G, s.D);
-    }
-    next_phase(c, m, s);
-    lay_out_o_messages(c, b, s);
-    lay_out_lse_messages(c, b, s);
-    c.to_end();
-  }
-  // Phases: q|k|v in again (and the hybrid's O) when forward's are not kept, one
-  // group after the other, all waited on before dO packs; then dO and statistics
-  // in, read by the attention, and gradients out (pipelined over the groups).
-  static void lay_out_backward(Carver<Mem>& c, Buffers& b, const Shape& s) {
-    const int N = s.heads.ranks * s.c, L = s.heads.local_heads(), Lk = s.heads.local_kv_heads();
-    if (s.use.state_and_delta) c.take(b.seq_delta, "DistAttn::ulysses.delta", s.B, s.heads.heads, s.c);
-    if (!s.use.keep_output) c.take(b.lseh, "DistAttn::ulysses.lse_heads", s.B, L, N);
-    c.take(b.gqh, "DistAttn::ulysses.dq_heads", s.B, N, L, s.D);
-    c.take(b.gkh, "DistAttn::ulysses.dk_heads", s.B, N, Lk, s.D);
-    c.take(b.gvh, "DistAttn::ulysses.dv_heads", s.B, N, Lk, s.D);
-    const std::size_t m = c.mark();
-    lay_out_qkv_messages(c, b, s);
-    c.rewind(m);
-    c.take(b.doh, "DistAttn::ulysses.do_heads", s.B, N, L, s.D);
-    lay_out_o_messages(c, b, s);
-    if (s.use.state_and_delta) {
-      c.take(b.delh, "DistAttn::ulysses.delta_heads", s.B, L, N);
-      take_message(c, b.ssend, "DistAttn::ulysses.stats_send", s, 2 * stat_words(s));
-      take_message(c, b.srecv, "DistAttn::ulysses.stats_recv", s, 2 * stat_words(s));
-    } else {
-      lay_out_lse_messages(c, b, s);
-    }
-    next_phase(c, m, s);
-    take_message(c, b.gsend, "DistAttn::ulysses.grad_send", s, qkv_words(s));
-    take_message(c, b.grecv, "DistAttn::ulysses.grad_recv", s, qkv_words(s));
-    c.to_end();
   }
 
   Comm& comm_;
