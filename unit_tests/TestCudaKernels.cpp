@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0 WITH LLVM-exception
 // CUDA-tuned tile kernels (src/cuda) against the fp64 reference and against the
 // portable kernels, for bf16 and fp16, head_dim 64 and 128 (and the zero-padded
-// head_dims below 128).
+// head_dims below 128); on Hopper the forward also at 192 and 256 (WideHeadDims).
 //
 // Accuracy rule (flash-attention's): with fresh random inputs, the tuned kernel's
 // max abs error against the fp64 reference must not exceed twice the error of a
@@ -534,8 +534,8 @@ TYPED_TEST(CudaKernels, ForwardDeclinesWithoutTensorMap) {
 }
 
 // The public API picks the tuned kernel on Cuda (Auto and Cuda give the same bits),
-// and declines head_dims it has no kernel for (not a multiple of 8, or above 128:
-// the portable kernel runs instead).
+// and declines head_dims it has no kernel for (not a multiple of 8, or above the
+// widest entry, 256 on Hopper: the portable kernel runs instead).
 TYPED_TEST(CudaKernels, DispatchSeam) {
   using T = TypeParam;
   static_assert(Impl::tuned_attn_avail<Kokkos::Cuda, T>::value, "bf16/fp16 must be tuned on Cuda");
@@ -550,13 +550,46 @@ TYPED_TEST(CudaKernels, DispatchSeam) {
   const auto ha = state_to_host(a), hb = state_to_host(b);
   for (std::size_t i = 0; i < ha.acc.span(); ++i) ASSERT_EQ(ha.acc.data()[i], hb.acc.data()[i]);
 
-  for (int D : {100, 256}) {
+  for (int D : {100, 264}) {
     const Shape sd{1, 20, 20, 2, 2, D};
     auto ind = make_inputs<T>(sd);
     auto st  = make_state<Acc>(Exec(), sd.B, sd.Sq, sd.H, sd.D);
     EXPECT_FALSE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), ind.qd, ind.kd, ind.vd, st.acc, st.m, st.l,
                                                          opts.mask, 0.1)))
         << "head_dim " << D;
+  }
+}
+
+// head_dim 192 and 256 (and the multiples of 8 padded to them): on Hopper the
+// forward has tuned entries (tile_size.hpp, FwdTileD192 / FwdTileD256: smaller key
+// tiles, O += P V as one m64n192 / m64n256 product), the backward none, so it declines
+// and its notice names the direction. The sm80 table stops at 128: both decline.
+TYPED_TEST(CudaKernels, WideHeadDims) {
+  using T = TypeParam;
+  for (int D : {192, 256}) {
+    const Shape sb{1, 64, 64, 2, 2, D};
+    auto inb = make_inputs<T>(sb);
+    auto st  = make_state<Acc>(Exec(), sb.B, sb.Sq, sb.H, sb.D);
+    RowStats<Acc, Mem> lse("lse", sb.B, sb.H, sb.Sq), delta("delta", sb.B, sb.H, sb.Sq);
+    Tensor4<Acc, Mem> gq("gq", sb.B, sb.Sq, sb.H, D), gk("gk", sb.B, sb.Sk, sb.Hkv, D), gv("gv", sb.B, sb.Sk, sb.Hkv, D);
+    EXPECT_FALSE((Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), inb.qd, inb.kd, inb.vd, inb.qd, lse, delta, gq, gk, gv,
+                                                         Mask::causal(), 0.1)))
+        << "no tuned backward at head_dim " << D;
+    if (tuned_arch() != AttnCudaArch::sm90) {
+      EXPECT_FALSE((Impl::TunedAttnFwdUpdate<Exec, T>::run(Exec(), inb.qd, inb.kd, inb.vd, st.acc, st.m, st.l,
+                                                           Mask::causal(), 0.1)))
+          << "the sm80 table has no forward at head_dim " << D;
+      continue;
+    }
+    check_fwd<T>({2, 300, 300, 4, 4, D}, Mask::causal());
+    check_fwd<T>({1, 257, 190, 4, 2, D}, Mask::none());                    // GQA, ragged tiles, Sq != Sk
+    check_fwd<T>({1, 190, 257, 6, 3, D}, Mask::causal({67, 1}, {0, 1}));  // GQA, offset causal
+    check_fwd<T>({1, 160, 160, 2, 2, D}, Mask::causal({1, 4}, {2, 4}));   // strided (Attention2D shards)
+    check_fwd<T>({1, 40, 40, 2, 2, D}, Mask::causal({0, 1}, {5, 1}));     // rows 0..4 see no key
+    check_fwd<T>({1, 3, 200, 2, 1, D}, Mask::none());
+    check_fwd<T>({1, 520, 520, 4, 2, D}, Mask::causal());  // many key tiles, skipped tiles, GQA
+    check_fwd<T>({1, 300, 300, 4, 2, D - 56}, Mask::causal());  // 136 / 200: padded to 192 / 256
+    check_fwd<T>({1, 190, 257, 3, 3, D - 8}, Mask::none());     // 184 / 248
   }
 }
 

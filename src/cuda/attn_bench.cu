@@ -11,6 +11,8 @@
 //                   [--shipped-only | --fwd-only | --dispatch]
 //
 // --fwd-only: the shipped Hopper forward alone, no backward rows.
+// --dim 192 / 256: the Hopper table has a forward there and no backward; the backward
+//   rows are replaced by a line saying so (the library runs the portable backward).
 // --dispatch: forward and backward through the library's dispatch (run_attn_fwd /
 //   run_attn_bwd), i.e. the kernels the device or DISTATTN_CUDA_ARCH_PATH selects, as
 //   built into the library for their target (with DISTATTN_CUDA_ARCH_PATH=sm80 on
@@ -247,7 +249,8 @@ void fwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_re
   // Direct mode leaves the state alone (the unit tests check its O and LSE).
   if (!direct && is_ref) CK(cudaMemcpy(b.acc_ref, b.acc, b.nt() * 4, cudaMemcpyDeviceToDevice));
   else if (!direct) diff = rel_diff(b.acc, b.acc_ref, b.nt());
-  const bool shipped = std::is_same<Cfg, sm90::FwdTileD128>::value || std::is_same<Cfg, sm90::FwdTileD64>::value;
+  const bool shipped = std::is_same<Cfg, sm90::FwdTileD128>::value || std::is_same<Cfg, sm90::FwdTileD64>::value ||
+                       std::is_same<Cfg, sm90::FwdTileD192>::value || std::is_same<Cfg, sm90::FwdTileD256>::value;
   std::printf("  fwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first %.2e\n", shipped ? '*' : ' ', name, b.S,
               t * 1e6, fl / t * 1e-12, diff);
 }
@@ -269,6 +272,20 @@ void bwd_row(const char* name, Buffers& b, bool causal, int w, int n, bool is_re
   const bool shipped = !det && (std::is_same<Cfg, sm90::BwdTileD128>::value || std::is_same<Cfg, sm90::BwdTileD64>::value);
   std::printf("  bwd %c %-30s S %6d  %10.1f us  %7.1f TF/s  rel.diff vs first dq %.1e dk %.1e dv %.1e\n",
               shipped ? '*' : ' ', name, b.S, t * 1e6, fl / t * 1e-12, d1, d2, d3);
+}
+
+/// The shipped Hopper forward of head_dim D.
+void shipped_fwd_row(const char* name, Buffers& b, bool causal, int w, int n) {
+  switch (b.D) {
+    case 64: fwd_row<sm90::FwdTileD64>(name, b, causal, w, n, true); break;
+    case 128: fwd_row<sm90::FwdTileD128>(name, b, causal, w, n, true); break;
+    case 192: fwd_row<sm90::FwdTileD192>(name, b, causal, w, n, true); break;
+    default: fwd_row<sm90::FwdTileD256>(name, b, causal, w, n, true); break;
+  }
+}
+
+void no_tuned_bwd(int D) {
+  std::printf("  bwd   no tuned backward at d = %d: the library runs the portable kernel (not timed here)\n", D);
 }
 
 }  // namespace
@@ -295,10 +312,11 @@ int main(int argc, char** argv) {
     }
   }
   if (seqs.empty()) seqs = {8192, 32768};
-  if (D != 64 && D != 128) {
-    std::fprintf(stderr, "--dim must be 64 or 128\n");
+  if (D != 64 && D != 128 && D != 192 && D != 256) {
+    std::fprintf(stderr, "--dim must be 64, 128, 192 or 256\n");
     return 1;
   }
+  const bool tuned_bwd = D <= 128;  // the sm90 table's backward entries: 64 and 128
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# attn_cuda_bench on %s (%d SMs), bf16, b 1 h %d d %d causal %d, median of %d after %d warm-ups\n",
@@ -329,10 +347,19 @@ int main(int argc, char** argv) {
       fwd_row<Dispatched>(name.c_str(), b, causal, w, n, true);
       fwd_row<Dispatched>((name + ", direct O and LSE").c_str(), b, causal, w, n, false, true);
       make_bwd_stats<<<unsigned((ns + 255) / 256), 256>>>(b);
-      bwd_row<Dispatched>(name.c_str(), b, causal, w, n, true);
+      if (attn_head_dim_supported(D, AttnDir::bwd)) bwd_row<Dispatched>(name.c_str(), b, causal, w, n, true);
+      else no_tuned_bwd(D);
     } else if (fwd_only) {
-      if (D == 128) fwd_row<sm90::FwdTileD128>("shipped", b, causal, w, n, true);
-      else fwd_row<sm90::FwdTileD64>("shipped", b, causal, w, n, true);
+      shipped_fwd_row("shipped", b, causal, w, n);
+    } else if (!tuned_bwd) {
+      // The shipped tile first (the cross-check reference), then a smaller key tile
+      // (more tiles per row, fewer registers and less shared memory).
+      shipped_fwd_row(D == 256 ? "ws 80-key tiles" : "ws 112-key tiles", b, causal, w, n);
+      if (!shipped_only) {
+        if (D == 256) fwd_row<WsFwdTile<256, 2, 64>>("ws 64-key tiles", b, causal, w, n, false);
+        else fwd_row<WsFwdTile<192, 2, 64>>("ws 64-key tiles", b, causal, w, n, false);
+      }
+      no_tuned_bwd(D);
     } else if (shipped_only) {  // e.g. under ncu
       if (D == 128) {
         fwd_row<sm90::FwdTileD128>("shipped", b, causal, w, n, true);

@@ -134,9 +134,9 @@ bool vec8_ok(const TensorRows<P>& t) { return rows_aligned(t, 8, 2); }
 template <class P>
 bool vec4_ok(const TensorRows<P>& t) { return rows_aligned(t, 4, 2); }
 
-bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim, float scale,
+bool common_ok(AttnDir dir, int batch, int sq, int sk, int heads, int heads_kv, int head_dim, float scale,
                const AttnMaskParams& mask) {
-  if (!attn_head_dim_supported(head_dim)) return false;
+  if (!attn_head_dim_supported(head_dim, dir)) return false;
   if (!(scale > 0.f) || !std::isfinite(scale)) return false;  // the max trick needs scale > 0
   if (batch < 0 || sq < 0 || sk < 0 || heads < 0 || heads_kv <= 0 || heads % heads_kv != 0) return false;
   if (batch > 65535 || heads > 65535) return false;  // grid y/z
@@ -144,15 +144,26 @@ bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim,
   return true;
 }
 
+/// The widest head_dim of a table's entries for `arch` (for none: of every entry, so
+/// that a device without a tuned target declines later, as unsupported, not here).
+template <class P, std::size_t N>
+int widest_head_dim(const KernelEntry<P> (&kernels)[N], AttnCudaArch arch) {
+  int widest = 0;
+  for (const KernelEntry<P>& e : kernels)
+    if (arch == AttnCudaArch::none || e.arch == arch) widest = e.head_dim > widest ? e.head_dim : widest;
+  return widest;
+}
+
 }  // namespace
 
-// The kernels are instantiated for the head_dims of attn_kernels.inc (64 and 128);
-// any other multiple of 8 up to the widest runs in the next one up with its columns
+// The kernels are instantiated for the head_dims of attn_kernels.inc (64 and 128; the
+// Hopper forward also 192 and 256); any other multiple of 8 up to the widest entry of
+// the device's table for the direction runs in the next one up with its columns
 // zero-padded in shared memory (loads zero-fill, stores skip the padding): exact, at
 // the padded size's cost.
-bool attn_head_dim_supported(int head_dim) {
-  int widest = 0;
-  for (const KernelEntry<AttnFwdParams>& e : kFwdKernels) widest = e.head_dim > widest ? e.head_dim : widest;
+bool attn_head_dim_supported(int head_dim, AttnDir dir) {
+  const AttnCudaArch arch = attn_cuda_arch();
+  const int widest = dir == AttnDir::fwd ? widest_head_dim(kFwdKernels, arch) : widest_head_dim(kBwdKernels, arch);
   return head_dim >= 8 && head_dim <= widest && head_dim % 8 == 0;
 }
 
@@ -191,7 +202,8 @@ std::size_t sm80_dq_scratch_cap() {
 }
 
 bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
-  if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
+  if (!common_ok(AttnDir::fwd, p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask))
+    return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
   const bool direct = p.o.data != nullptr;
   if (p.batch == 0 || p.seqlen_q == 0 || p.heads == 0) return true;  // no rows
@@ -204,7 +216,8 @@ bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
 }
 
 bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
-  if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
+  if (!common_ok(AttnDir::bwd, p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask))
+    return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
   if (p.batch == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 || p.heads == 0) return true;
   if (!vec16_ok(p.q) || !vec16_ok(p.k) || !vec16_ok(p.v) || !vec16_ok(p.dout) || !vec8_ok(p.dq) ||
@@ -214,7 +227,7 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
 }
 
 bool run_attn_bwd_prep(const AttnBwdPrepParams& p, cudaStream_t stream) {
-  if (!attn_head_dim_supported(p.head_dim)) return false;
+  if (!attn_head_dim_supported(p.head_dim, AttnDir::bwd)) return false;  // the backward's prologue
   if (p.batch < 0 || p.seqlen_q < 0 || p.seqlen_k < 0 || p.heads < 0 || p.heads_kv < 0) return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
   // 16-byte accesses: 8 16-bit or 4 fp32 elements

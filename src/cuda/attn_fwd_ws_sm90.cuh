@@ -10,8 +10,8 @@
 //     tile, K and V by TMA into separate pipelines (kStagesK K stages, kStagesV V
 //     stages, each with a full and an empty mbarrier), K of tile i before V of tile
 //     i - 1, since V is consumed a step after K;
-//   two (d = 128) or three (d = 64) consumer warpgroups (setmaxnreg.inc), 64 query
-//     rows each. Step i of a warpgroup, in its turn (named barriers 1 + warpgroup, so
+//   two (d = 128, 192, 256) or three (d = 64) consumer warpgroups (setmaxnreg.inc),
+//     64 query rows each. Step i of a warpgroup, in its turn (named barriers 1 + warpgroup, so
 //     the warpgroups' products take the tensor cores one after another):
 //         S_i = Q K_i^T              (ss)   issued
 //         O  += P_{i-1} V_{i-1}      (rs)   issued right behind it
@@ -63,7 +63,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
   constexpr int NO = D / 2;   // O accumulator floats per thread
   constexpr uint32_t kQBytes  = BM * D * 2;
   constexpr uint32_t kKVBytes = BN * D * 2;
-  static_assert(BN == 128, "S = Q K^T is one m64n128 product per k step");
+  static_assert(BN % 16 == 0 && D % 64 == 0, "16-key P steps, 64-column panels");
 
   extern __shared__ __align__(128) unsigned char smem[];
   // Tiles start on a 1024-byte boundary (the 128-byte swizzle period).
@@ -181,17 +181,12 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
   auto issue_s = [&](uint32_t sK) {  // S = Q K^T, this warpgroup's 64 rows x BN keys
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      wgmma_ss_m64n128k16<0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
+      wgmma_ss<BN, 0, 0>(Tag<Elem>{}, s, desc_kmajor<BM>(sQ, cw * 64, kk), desc_kmajor<BN>(sK, 0, kk), kk);
     wgmma_commit();
   };
   auto issue_pv = [&](uint32_t sV) {  // O += P V, P from registers, V read transposed
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      if constexpr (D == 128)
-        wgmma_rs_m64n128k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
-      else
-        wgmma_rs_m64n64k16<1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
-    }
+    for (int kk = 0; kk < BN / 16; ++kk) wgmma_rs<D, 1>(Tag<Elem>{}, o, pa[kk], desc_mnmajor<BN>(sV, kk), 1);
     wgmma_commit();
   };
   // Mask and online softmax of S in place (P, fp32). Returns whether O needs the rescale (a row of the warp got a
@@ -214,14 +209,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
       // warp is often the only one issuing on its SM sub-partition, so a chain's latency
       // is exposed. +1.6-3.6 % at d = 128, S >= 16K, and +1-3 % at d = 64 in most pairs
       // (NOTES.md runs 88-89); the maximum, and so every bit, is the same in any order.
+      // Halving folds (an odd count keeps its middle entry for the next fold: 80- and
+      // 112-key tiles have 5 and 7 blocks of 16 keys).
       float t8[BN / 16];
 #pragma unroll
       for (int q = 0; q < BN / 16; ++q)
         t8[q] = fmaxf(fmaxf(s[8 * q + 2 * r], s[8 * q + 2 * r + 1]), fmaxf(s[8 * q + 4 + 2 * r], s[8 * q + 5 + 2 * r]));
 #pragma unroll
-      for (int w = BN / 32; w >= 1; w /= 2)
+      for (int n = BN / 16; n > 1; n = (n + 1) / 2)
 #pragma unroll
-        for (int q = 0; q < w; ++q) t8[q] = fmaxf(t8[q], t8[q + w]);
+        for (int q = 0; q < n / 2; ++q) t8[q] = fmaxf(t8[q], t8[q + (n + 1) / 2]);
       const float mx    = quad_max(t8[0]);
       const float m_new = fmaxf(mrow[r], mx * sl2);
       const float m_use = m_new == -INFINITY ? 0.f : m_new;  // empty-row guard (docs/design/building_block.md)
@@ -334,14 +331,22 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
   }
 
   // Epilogue: merge into the incoming state, or write the final O and LSE (direct mode).
+  // The mode is tested once, outside the rows: tested per row (finish_row), both
+  // epilogues' addresses stay live beside O, which at d = 256 with 80-key tiles cost
+  // 4 bytes of spill (nvcc 13.0).
+  auto rows = [&](auto finish) {
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float l_loc = quad_sum(lrow[r]);
-    const int row     = q0 + wrow + g + 8 * r;
-    if (row >= p.seqlen_q) continue;
-    finish_row<Elem, D>(p, b, h, row, t, mrow[r], l_loc,
-                        [&](int j) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
-  }
+    for (int r = 0; r < 2; ++r) {
+      const float l_loc = quad_sum(lrow[r]);
+      const int row     = q0 + wrow + g + 8 * r;
+      if (row >= p.seqlen_q) continue;
+      finish(row, mrow[r], l_loc, [&](int j) { return make_float2(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]); });
+    }
+  };
+  if (p.o.data != nullptr)
+    rows([&](int row, float m2, float l, auto get) { write_direct_row<Elem, D>(p, b, h, row, t, m2, l, get); });
+  else
+    rows([&](int row, float m2, float l, auto get) { merge_state_row<D>(p, b, h, row, t, m2, l, get); });
 }
 
 /// Launches the warp-specialized forward; returns false (nothing launched) when TMA

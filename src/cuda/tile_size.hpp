@@ -78,19 +78,22 @@ struct BwdTilePS {
 };
 
 /// Forward, warp-specialized (attn_fwd_ws_sm90.cuh): a producer warpgroup (Q once,
-/// then K and V per 128-key tile by TMA, in separate pipelines of 2 K and 2 V
+/// then K and V per kBlockN-key tile by TMA, in separate pipelines of 2 K and 2 V
 /// stages) and kConsumerWGs consumer warpgroups of 64 query rows that run FA3's
 /// intra-warpgroup overlap (S_i = Q K_i^T and O += P_{i-1} V_{i-1} issued together,
 /// the softmax of S_i under them) inside turns that pass from one warpgroup to the
 /// next. Needs TMA descriptors of Q, K and V; where the driver cannot make them the
 /// launch declines and the portable kernel runs. Registers: 128 x kProducerRegs +
 /// 128 x kConsumerWGs x kConsumerRegs <= 64K, each a multiple of 8.
-template <int kHeadDim_, int kConsumerWGs_ = 2>
+template <int kHeadDim_, int kConsumerWGs_ = 2, int kBlockN_ = 128>
 struct WsFwdTile {
   static constexpr int kHeadDim     = kHeadDim_;
   static constexpr int kConsumerWGs = kConsumerWGs_;
   static constexpr int kBlockM      = 64 * kConsumerWGs;
-  static constexpr int kBlockN      = 128;
+  // Keys per tile: 128 where Q and four 128-key stages fit shared memory (d <= 128);
+  // above that the tile shrinks until they do (d = 192: 112, d = 256: 80, FA3's sizes),
+  // which also leaves the registers of S and P beside the wider O.
+  static constexpr int kBlockN      = kBlockN_;
   // 2 + 2 stages: 3 + 3 and 3 K + 2 V measured 1-8% slower at d = 128 (NOTES.md run 31),
   // and 2-9 % slower or within the spread at d = 64 with three warpgroups (run 78).
   static constexpr int kStagesK   = 2;
@@ -106,11 +109,16 @@ struct WsFwdTile {
   static constexpr int kHeadGroup = 4;
   static constexpr int kProducerRegs = 24;
   // Three consumers leave 160 registers each: enough at d = 64 (S 64 + O 32 + P 32),
-  // not at d = 128 (O alone is 64).
+  // not at d = 128 (O alone is 64). Two leave 240: per thread O is d / 2 floats, S
+  // kBlockN / 2 and P kBlockN / 4 (d = 256, 80 keys: 128 + 40 + 20).
   static constexpr int kConsumerRegs = kConsumerWGs == 2 ? 240 : 160;
   static_assert(kConsumerWGs == 2 || (kConsumerWGs == 3 && kHeadDim == 64), "2 consumer warpgroups, or 3 at d = 64");
   static_assert(128 * kProducerRegs + 128 * kConsumerWGs * kConsumerRegs <= 65536, "register file");
-  static_assert(kHeadDim == 64 || kHeadDim == 128, "O += P V is one m64n64 or m64n128 product per k step");
+  // O += P V is one m64n{d} product per k step (wgmma.cuh has n64, n128, n192, n256);
+  // S = Q K^T one m64n{kBlockN} (n64, n80, n112, n128). Tiles are 64-column panels of
+  // 128-byte swizzle, so d is a multiple of 64; TMA boxes hold at most 256 rows.
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 192 || kHeadDim == 256, "head_dim of a tile");
+  static_assert(kBlockN == 64 || kBlockN == 80 || kBlockN == 112 || kBlockN == 128, "key tile of a wgmma shape");
   // Q + the K and V stages, 16-bit, + 1 KB of alignment slack + the mbarriers (Q,
   // full and empty per stage).
   static constexpr int kSmemBytes =
@@ -193,6 +201,15 @@ using FwdTileD128 = WsFwdTile<128>;
 // 419.2-420.1 / 420.2-424.4 / 428.9-429.2. Each softmax hides under two other
 // warpgroups' products instead of one.
 using FwdTileD64  = WsFwdTile<64, 3>;
+// d = 192: two consumer warpgroups, 112-key tiles (FA3's d = 192 shape). Q 48 KB + 2 K
+// + 2 V stages of 42 KB = 216 KB of the 227; per consumer thread O 96 + S 56 + P 28
+// registers, no spill (nvcc 13.0). Not yet measured on a GPU (NOTES.md 2026-11-29).
+using FwdTileD192 = WsFwdTile<192, 2, 112>;
+// d = 256: two consumer warpgroups, 80-key tiles (FA3's d = 256 shape). Q 64 KB + 4
+// stages of 40 KB = 224 KB; O 128 + S 40 + P 20 registers, no spill. attn_cuda_bench
+// also times 64-key tiles (192 KB, S 32 + P 16). Not yet measured on a GPU (NOTES.md
+// 2026-11-29).
+using FwdTileD256 = WsFwdTile<256, 2, 80>;
 // bwd: warp-specialized (producer warpgroup with TMA and the dQ bulk reductions, 2
 // consumer warpgroups of 64 keys at 224 registers, no spill). S = 32K causal, NOTES.md
 // run 30: d = 128 508.5 TF/s against 367.0 for the wgmma kernel before it (now its

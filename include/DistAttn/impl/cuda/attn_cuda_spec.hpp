@@ -8,7 +8,8 @@
 /// src/cuda/*.cu, on the caller's execution-space stream; the one-call forward may
 /// also have the kernel write the final O and LSE directly. They decline (return
 /// false, so the portable kernel runs) for anything the kernels do not cover:
-/// head_dim not a multiple of 8 up to 128, non-fp32 accumulators, non-unit head_dim stride,
+/// head_dim not a multiple of 8 up to the widest of the device's table for the
+/// direction (cuda::attn_head_dim_supported), non-fp32 accumulators, non-unit head_dim stride,
 /// misaligned rows, a non-positive scale, or a device without a tuned target
 /// (cuda::attn_cuda_arch(): sm_90 and sm_8x have one). The backward's
 /// `deterministic` (AttnOptions::deterministic) asks for dq added in a fixed order;
@@ -54,15 +55,17 @@ bool unit_last(const V& v) {
 template <class V, class T>
 inline constexpr bool value_is_v = std::is_same<typename V::non_const_value_type, T>::value;
 
-/// Whether the tuned kernels cover this head_dim and mask. They know dense causal
-/// and full masks only (AttnMaskParams): every entry point declines a window or
-/// documents, so those run on the portable kernels rather than silently unmasked,
-/// and the first decline of each kind says so (impl/kernel_notice.hpp).
+/// Whether the tuned kernels of direction `dir` cover this head_dim and mask. They
+/// know dense causal and full masks only (AttnMaskParams): every entry point declines
+/// a window or documents, so those run on the portable kernels rather than silently
+/// unmasked, and the first decline of each kind says so (impl/kernel_notice.hpp). A
+/// head_dim may have a tuned forward but no tuned backward (Hopper, 192 and 256): the
+/// backward's notice names the direction.
 template <class QV>
-bool covered(const QV& q, const Mask& mask) {
+bool covered(const QV& q, const Mask& mask, cuda::AttnDir dir) {
   const int d = int(q.extent(3));
-  if (!cuda::attn_head_dim_supported(d)) {
-    note_portable_fallback("head_dim " + std::to_string(d));
+  if (!cuda::attn_head_dim_supported(d, dir)) {
+    note_portable_fallback("head_dim " + std::to_string(d) + (dir == cuda::AttnDir::bwd ? " in the backward" : ""));
     return false;
   }
   if (!mask.is_dense()) {
@@ -117,7 +120,7 @@ struct TunedAttnFwdUpdate<Kokkos::Cuda, T> {
                   !value_is_v<StatV, float>) {
       return false;
     } else {
-      if (!covered(q, mask)) return false;
+      if (!covered(q, mask, cuda::AttnDir::fwd)) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(acc)) return false;
       cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);
       p.acc = tensor_rows<float*>(acc);
@@ -140,7 +143,7 @@ struct TunedAttnFwdDirect<Kokkos::Cuda, T> {
                   !value_is_v<LseV, float>) {
       return false;
     } else {
-      if (!covered(q, mask)) return false;
+      if (!covered(q, mask, cuda::AttnDir::fwd)) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(o)) return false;
       if (o.data() == nullptr) return false;  // null o would mean update mode to the kernels
       cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);  // acc, m, l stay null
@@ -162,7 +165,7 @@ struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
                   !value_is_v<LseV, float> || !value_is_v<DeltaV, float> || !value_is_v<GQV, float> || !value_is_v<GKV, float>) {
       return false;
     } else {
-      if (!covered(q, mask)) return false;
+      if (!covered(q, mask, cuda::AttnDir::bwd)) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(dout) || !unit_last(dq) ||
           !unit_last(dk) || !unit_last(dv))
         return false;

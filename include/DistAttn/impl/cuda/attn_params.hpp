@@ -90,9 +90,14 @@ enum class AttnCudaArch : int { none = 0, sm80 = 80, sm90 = 90 };
 /// The family the current CUDA device runs (AttnCudaArch::none when there is none).
 AttnCudaArch attn_cuda_arch();
 
-/// Whether a tuned kernel runs this head_dim: multiples of 8 up to 128 (64 and 128
-/// natively, the others zero-padded to the next of the two).
-bool attn_head_dim_supported(int head_dim);
+/// The direction of a tuned kernel.
+enum class AttnDir : int { fwd, bwd };
+
+/// Whether a tuned kernel of the current device's table (attn_cuda_arch()) runs this
+/// head_dim in direction `dir`: multiples of 8 up to the widest entry (the Hopper
+/// forward: 256, natively 64, 128, 192 and 256; otherwise 128, natively 64 and 128),
+/// the others zero-padded to the next entry up.
+bool attn_head_dim_supported(int head_dim, AttnDir dir);
 
 /// Launches the forward update (or, with params.o set, the direct forward) on
 /// `stream` and returns true, or returns false without touching anything when the
