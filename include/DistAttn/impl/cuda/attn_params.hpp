@@ -12,9 +12,11 @@
 ///    with unit stride on head_dim; statistics are [batch, heads, seq].
 ///  - m, l and LSE cross this boundary in natural-log units (docs/design/building_block.md); the kernels
 ///    work internally in base 2 with log2(e) folded into the scale.
-///  - The causal mask is described by affine positions: query row i sits at
-///    q_offset + q_stride * i, key row j at k_offset + k_stride * j, and (i, j) is
-///    allowed iff q_pos(i) >= k_pos(j) (building_block.md, "The mask model"). Both strides are > 0.
+///  - The mask is described by affine positions: query row i sits at
+///    q_offset + q_stride * i, key row j at k_offset + k_stride * j (building_block.md,
+///    "The mask model"; both strides > 0), and (i, j) is allowed iff k_pos(j) lies in
+///    core/mask.hpp's Mask::key_range(q_pos(i)): causal (q_pos >= k_pos), a key window
+///    and packed documents, each optional.
 
 #include <DistAttn/impl/cuda/tensor_arg.hpp>
 
@@ -27,11 +29,26 @@ namespace DistAttn::Impl::cuda {
 /// Element type of Q, K, V (and dO). Accumulators and statistics are always fp32.
 enum class AttnDType : int { BF16 = 0, FP16 = 1 };
 
-/// Affine causal mask, or no mask (causal == 0).
+/// core/mask.hpp's kUnboundedSpan (attn_cuda_spec.hpp checks that they agree): a
+/// window side this wide is no bound.
+inline constexpr std::int64_t kAttnUnboundedSpan = std::int64_t(1) << 60;
+
+/// core/mask.hpp's Mask in plain data: causal or not, affine positions, a key window
+/// [p - window_left, p + window_right] (kAttnUnboundedSpan: that side open) and
+/// packed documents (doc_count + 1 sorted offsets in device memory; doc_count == 0:
+/// none). Dense (no window, no documents) is what every tuned kernel takes; only the
+/// families attn_masks_beyond_dense names take the rest.
 struct AttnMaskParams {
   int causal;
   std::int64_t q_offset, q_stride;
   std::int64_t k_offset, k_stride;
+  std::int64_t window_left, window_right;
+  const std::int64_t* doc_offsets;
+  int doc_count;
+
+  __host__ __device__ constexpr bool dense() const {
+    return doc_count == 0 && window_left >= kAttnUnboundedSpan && window_right >= kAttnUnboundedSpan;
+  }
 };
 
 /// Forward update: folds softmax(scale Q K^T + mask) V of one K/V block into the
@@ -89,6 +106,12 @@ enum class AttnCudaArch : int { none = 0, sm80 = 80, sm90 = 90 };
 
 /// The family the current CUDA device runs (AttnCudaArch::none when there is none).
 AttnCudaArch attn_cuda_arch();
+
+/// Whether the family's kernels apply key windows and packed documents (masks that
+/// are not AttnMaskParams::dense()): sm90's forward and its warp-specialized
+/// backward do; run_attn_fwd / run_attn_bwd decline such masks elsewhere, and where
+/// only the wgmma backward could run (no TMA descriptors) or dq must be deterministic.
+bool attn_masks_beyond_dense(AttnCudaArch arch);
 
 /// Whether a tuned kernel runs this head_dim: multiples of 8 up to 128 (64 and 128
 /// natively, the others zero-padded to the next of the two).
