@@ -37,14 +37,16 @@ inline constexpr std::int64_t kAttnUnboundedSpan = std::int64_t(1) << 60;
 /// [p - window_left, p + window_right] (kAttnUnboundedSpan: that side open) and
 /// packed documents (doc_count + 1 sorted offsets in device memory; doc_count == 0:
 /// none). Dense (no window, no documents) is what every tuned kernel takes; only the
-/// families attn_masks_beyond_dense names take the rest.
+/// families attn_masks_beyond_dense names take the rest. The window and the
+/// documents default to none, so {causal, q_offset, q_stride, k_offset, k_stride}
+/// still spells a dense mask.
 struct AttnMaskParams {
   int causal;
   std::int64_t q_offset, q_stride;
   std::int64_t k_offset, k_stride;
-  std::int64_t window_left, window_right;
-  const std::int64_t* doc_offsets;
-  int doc_count;
+  std::int64_t window_left = kAttnUnboundedSpan, window_right = kAttnUnboundedSpan;
+  const std::int64_t* doc_offsets = nullptr;
+  int doc_count                   = 0;
 
   __host__ __device__ constexpr bool dense() const {
     return doc_count == 0 && window_left >= kAttnUnboundedSpan && window_right >= kAttnUnboundedSpan;
