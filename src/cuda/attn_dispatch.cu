@@ -135,7 +135,7 @@ template <class P>
 bool vec4_ok(const TensorRows<P>& t) { return rows_aligned(t, 4, 2); }
 
 bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim, float scale,
-               const AttnMaskParams& mask) {
+               const AttnMaskParams& mask, bool backward) {
   if (!attn_head_dim_supported(head_dim)) return false;
   if (!(scale > 0.f) || !std::isfinite(scale)) return false;  // the max trick needs scale > 0
   if (batch < 0 || sq < 0 || sk < 0 || heads < 0 || heads_kv <= 0 || heads % heads_kv != 0) return false;
@@ -144,7 +144,7 @@ bool common_ok(int batch, int sq, int sk, int heads, int heads_kv, int head_dim,
   if (mask.doc_count < 0 || (mask.doc_count > 0 && mask.doc_offsets == nullptr)) return false;
   if (mask.window_left < 0 || mask.window_right < 0) return false;
   // Windows and documents only where the family applies them (attn_params.hpp).
-  return mask.dense() || attn_masks_beyond_dense(attn_cuda_arch());
+  return mask.dense() || attn_masks_beyond_dense(attn_cuda_arch(), backward);
 }
 
 }  // namespace
@@ -159,7 +159,9 @@ bool attn_head_dim_supported(int head_dim) {
   return head_dim >= 8 && head_dim <= widest && head_dim % 8 == 0;
 }
 
-bool attn_masks_beyond_dense(AttnCudaArch arch) { return arch == AttnCudaArch::sm90; }
+bool attn_masks_beyond_dense(AttnCudaArch arch, bool backward) {
+  return arch == AttnCudaArch::sm90 || (arch == AttnCudaArch::sm80 && !backward);
+}
 
 AttnCudaArch attn_cuda_arch() {
   const int forced = forced_arch();
@@ -196,7 +198,8 @@ std::size_t sm80_dq_scratch_cap() {
 }
 
 bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
-  if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
+  if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask, false))
+    return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
   const bool direct = p.o.data != nullptr;
   if (p.batch == 0 || p.seqlen_q == 0 || p.heads == 0) return true;  // no rows
@@ -209,7 +212,8 @@ bool run_attn_fwd(const AttnFwdParams& p, cudaStream_t stream) {
 }
 
 bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
-  if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask)) return false;
+  if (!common_ok(p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask, true))
+    return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
   // The deterministic dQ order rests on dense masks (attn_bwd_ws_sm90.cuh).
   if (p.deterministic && !p.mask.dense()) return false;

@@ -11,8 +11,8 @@
 /// head_dim not a multiple of 8 up to 128, non-fp32 accumulators, non-unit head_dim stride,
 /// misaligned rows, a non-positive scale, or a device without a tuned target
 /// (cuda::attn_cuda_arch(): sm_90 and sm_8x have one). Key windows and packed
-/// documents run on the sm90 kernels (cuda::attn_masks_beyond_dense) and decline
-/// elsewhere. The backward's `deterministic` (AttnOptions::deterministic) asks for
+/// documents run on the sm90 kernels and the sm80 forward (cuda::attn_masks_beyond_dense)
+/// and decline on the sm80 backward. The backward's `deterministic` (AttnOptions::deterministic) asks for
 /// dq added in a fixed order; it declines where the kernel cannot order them (no TMA
 /// descriptors, the sm80 kernels, which add dQ with atomics, or a window or documents).
 ///
@@ -57,24 +57,26 @@ inline constexpr bool value_is_v = std::is_same<typename V::non_const_value_type
 
 static_assert(cuda::kAttnUnboundedSpan == kUnboundedSpan, "an open window side means the same to the kernels");
 
-/// What the tuned kernels do not handle in this mask on this device's family, or
-/// empty: the sm80 kernels know dense causal and full masks only.
-inline std::string mask_not_covered(const Mask& mask) {
-  if (mask.is_dense() || cuda::attn_masks_beyond_dense(cuda::attn_cuda_arch())) return {};
-  return std::string(mask.docs.any() ? "packed documents" : "key windows") + " on the sm80 kernels";
+/// What the tuned forward (backward == false) or backward kernels of this device's
+/// family do not handle in this mask, or empty: the sm80 backward knows dense causal
+/// and full masks only.
+inline std::string mask_not_covered(const Mask& mask, bool backward) {
+  if (mask.is_dense() || cuda::attn_masks_beyond_dense(cuda::attn_cuda_arch(), backward)) return {};
+  return std::string(mask.docs.any() ? "packed documents" : "key windows") + " in the sm80 " +
+         (backward ? "backward" : "forward");
 }
 
-/// Whether the tuned kernels cover this head_dim and mask: a mask they cannot apply
-/// runs on the portable kernels rather than silently unmasked, and the first decline
-/// of each kind says so (impl/kernel_notice.hpp).
+/// Whether the tuned kernels of one direction cover this head_dim and mask: a mask
+/// they cannot apply runs on the portable kernels rather than silently unmasked, and
+/// the first decline of each kind says so (impl/kernel_notice.hpp).
 template <class QV>
-bool covered(const QV& q, const Mask& mask) {
+bool covered(const QV& q, const Mask& mask, bool backward) {
   const int d = int(q.extent(3));
   if (!cuda::attn_head_dim_supported(d)) {
     note_portable_fallback("head_dim " + std::to_string(d));
     return false;
   }
-  const std::string why = mask_not_covered(mask);
+  const std::string why = mask_not_covered(mask, backward);
   if (!why.empty()) {
     note_portable_fallback(why);
     return false;
@@ -133,7 +135,7 @@ struct TunedAttnFwdUpdate<Kokkos::Cuda, T> {
                   !value_is_v<StatV, float>) {
       return false;
     } else {
-      if (!covered(q, mask)) return false;
+      if (!covered(q, mask, false)) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(acc)) return false;
       cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);
       p.acc = tensor_rows<float*>(acc);
@@ -156,7 +158,7 @@ struct TunedAttnFwdDirect<Kokkos::Cuda, T> {
                   !value_is_v<LseV, float>) {
       return false;
     } else {
-      if (!covered(q, mask)) return false;
+      if (!covered(q, mask, false)) return false;
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(o)) return false;
       if (o.data() == nullptr) return false;  // null o would mean update mode to the kernels
       cuda::AttnFwdParams p = fwd_params<T>(q, k, v, mask, scale);  // acc, m, l stay null
@@ -178,7 +180,7 @@ struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
                   !value_is_v<LseV, float> || !value_is_v<DeltaV, float> || !value_is_v<GQV, float> || !value_is_v<GKV, float>) {
       return false;
     } else {
-      if (!covered(q, mask)) return false;
+      if (!covered(q, mask, true)) return false;
       if (deterministic && !mask.is_dense()) {
         note_portable_fallback("a deterministic backward with key windows or packed documents");
         return false;

@@ -37,7 +37,7 @@ inline constexpr std::int64_t kAttnUnboundedSpan = std::int64_t(1) << 60;
 /// [p - window_left, p + window_right] (kAttnUnboundedSpan: that side open) and
 /// packed documents (doc_count + 1 sorted offsets in device memory; doc_count == 0:
 /// none). Dense (no window, no documents) is what every tuned kernel takes; only the
-/// families attn_masks_beyond_dense names take the rest. The window and the
+/// kernels attn_masks_beyond_dense names take the rest. The window and the
 /// documents default to none, so {causal, q_offset, q_stride, k_offset, k_stride}
 /// still spells a dense mask.
 struct AttnMaskParams {
@@ -109,11 +109,12 @@ enum class AttnCudaArch : int { none = 0, sm80 = 80, sm90 = 90 };
 /// The family the current CUDA device runs (AttnCudaArch::none when there is none).
 AttnCudaArch attn_cuda_arch();
 
-/// Whether the family's kernels apply key windows and packed documents (masks that
-/// are not AttnMaskParams::dense()): sm90's forward and its warp-specialized
-/// backward do; run_attn_fwd / run_attn_bwd decline such masks elsewhere, and where
-/// only the wgmma backward could run (no TMA descriptors) or dq must be deterministic.
-bool attn_masks_beyond_dense(AttnCudaArch arch);
+/// Whether the family's forward (backward == false) or backward kernels apply key
+/// windows and packed documents (masks that are not AttnMaskParams::dense()): both
+/// of sm90 (the backward's warp-specialized kernel; not its wgmma fallback where TMA
+/// cannot describe the tensors, nor a deterministic run), sm80's forward only.
+/// run_attn_fwd / run_attn_bwd decline such masks wherever they are not applied.
+bool attn_masks_beyond_dense(AttnCudaArch arch, bool backward);
 
 /// Whether a tuned kernel runs this head_dim: multiples of 8 up to 128 (64 and 128
 /// natively, the others zero-padded to the next of the two).
