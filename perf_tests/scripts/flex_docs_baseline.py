@@ -13,10 +13,12 @@ is left), so both tools run the same documents. --window L[,R] as the driver's.
 FLOPs over allowed pairs only (docs/PERFORMANCE.md): forward 4 B H d pairs,
 backward 2.5x; times are CUDA events, median of --iters after --warmup.
 """
-import argparse, math, statistics
+import argparse, math
 
 import torch
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from sdpa_baseline import time_cuda  # this directory: the same CUDA-event timing as the SDPA anchor
 
 UNBOUNDED = 1 << 60
 
@@ -91,21 +93,6 @@ def allowed_pairs(offsets, causal, left, right):
     return total
 
 
-def timed(fn, warmup, iters):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e-3)
-    return statistics.median(ts)
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--seq", type=int, default=131072)
@@ -149,8 +136,8 @@ def main():
     fwdbwd = lambda: torch.autograd.grad(fwd(), (q, k, v), do)
 
     with torch.no_grad():
-        t_f = timed(fwd, a.warmup, a.iters)
-    t_fb = timed(fwdbwd, a.warmup, a.iters)
+        t_f = time_cuda(fwd, a.warmup, a.iters)
+    t_fb = time_cuda(fwdbwd, a.warmup, a.iters)
     pairs = allowed_pairs(offsets, causal, left, right)
     flops_f = 4.0 * a.heads * a.dim * pairs
     print(f"# torch {torch.__version__} flex_attention on {torch.cuda.get_device_name()} bf16 seq {a.seq} "
