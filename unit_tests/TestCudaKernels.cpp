@@ -285,6 +285,11 @@ std::string describe(const Shape& s, const Mask& m, std::uint64_t seed) {
   os << type_name<T>() << " seed " << seed << " B" << s.B << " Sq" << s.Sq << " Sk" << s.Sk << " H" << s.H << "/"
      << s.Hkv << " D" << s.D << " mask " << (m.kind == MaskKind::Causal ? "causal" : "none") << " q(" << m.q.offset
      << "," << m.q.stride << ") k(" << m.k.offset << "," << m.k.stride << ")";
+  if (m.window.bounded()) os << " window " << m.window.left << "," << m.window.right;
+  if (m.docs.any()) {
+    os << " documents";
+    for (int d = 0; d <= m.docs.count; ++d) os << (d == 0 ? " " : ",") << m.docs.offsets[d];
+  }
   return os.str();
 }
 
@@ -320,11 +325,14 @@ void expect_final_ok(const HostTensor& ho, const HostStats& hl, const HostTensor
 
 /// One-shot forward on both paths: rule against fp64, states tuned vs portable,
 /// empty rows O = 0 and LSE = -inf, no NaN; then the same final checks on the
-/// tuned kernel's direct mode (O and LSE written by the kernel, no state).
+/// tuned kernel's direct mode (O and LSE written by the kernel, no state). The
+/// kernels take `mask`; the host references take `host_mask` where given (the same
+/// rule with its document offsets in host memory, PackedDocs::on_host).
 template <class T>
-void check_fwd(const Shape& s, const Mask& mask) {
+void check_fwd(const Shape& s, const Mask& mask, const Mask* host_mask = nullptr) {
+  const Mask& hmask      = host_mask != nullptr ? *host_mask : mask;
   auto in                = make_inputs<T>(s);
-  const std::string ctx  = describe<T>(s, mask, in.seed);
+  const std::string ctx  = describe<T>(s, hmask, in.seed);
   const double scale     = 1.0 / std::sqrt(double(s.D));
   auto tuned             = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
   auto port              = make_state<Acc>(Exec(), s.B, s.Sq, s.H, s.D);
@@ -338,8 +346,8 @@ void check_fwd(const Shape& s, const Mask& mask) {
 
   HostTensor ro("ro", s.B, s.Sq, s.H, s.D);
   HostStats rl("rl", s.B, s.H, s.Sq);
-  Testing::reference_fwd(in.q, in.k, in.v, mask, scale, ro, rl);
-  const auto naive = naive_fwd<T>(in.q, in.k, in.v, mask, scale);
+  Testing::reference_fwd(in.q, in.k, in.v, hmask, scale, ro, rl);
+  const auto naive = naive_fwd<T>(in.q, in.k, in.v, hmask, scale);
   expect_final_ok(to_host(o), stats_to_host(lse), naive, ro, rl, ctx);
 
   // Direct mode into outputs pre-filled with NaN: a row the kernel leaves unwritten
@@ -597,11 +605,12 @@ TYPED_TEST(CudaKernels, WideHeadDims) {
 // Backward
 
 /// Gradient accumulators start from random values (the update must add, not
-/// overwrite); returns the increments.
+/// overwrite); returns the increments. `host_mask` as in check_fwd.
 template <class T>
-void check_bwd(const Shape& s, const Mask& mask, bool deterministic = false) {
+void check_bwd(const Shape& s, const Mask& mask, bool deterministic = false, const Mask* host_mask = nullptr) {
+  const Mask& hmask     = host_mask != nullptr ? *host_mask : mask;
   auto in               = make_inputs<T>(s);
-  const std::string ctx = describe<T>(s, mask, in.seed);
+  const std::string ctx = describe<T>(s, hmask, in.seed);
   const double scale    = 1.0 / std::sqrt(double(s.D));
   HostTensor dout("dout", s.B, s.Sq, s.H, s.D);
   Testing::fill_random(dout, in.seed + 3);
@@ -653,9 +662,9 @@ void check_bwd(const Shape& s, const Mask& mask, bool deterministic = false) {
   }
 
   HostTensor rdq("rdq", s.B, s.Sq, s.H, s.D), rdk("rdk", s.B, s.Sk, s.Hkv, s.D), rdv("rdv", s.B, s.Sk, s.Hkv, s.D);
-  Testing::reference_bwd(in.q, in.k, in.v, dout, mask, scale, rdq, rdk, rdv);
+  Testing::reference_bwd(in.q, in.k, in.v, dout, hmask, scale, rdq, rdk, rdv);
   HostTensor ndq, ndk, ndv;
-  naive_bwd<T>(in.q, in.k, in.v, dout, mask, scale, ndq, ndk, ndv);
+  naive_bwd<T>(in.q, in.k, in.v, dout, hmask, scale, ndq, ndk, ndv);
 
   for (const auto& [name, ours, naive, ref, port] :
        {std::make_tuple("dq", tq, ndq, rdq, pq), std::make_tuple("dk", tk, ndk, rdk, pk),
@@ -688,17 +697,18 @@ TYPED_TEST(CudaKernels, BackwardStridedMasksAndEmptyRows) {
   }
 }
 
-/// A deterministic backward on a path whose kernels add dQ with atomics (sm80) must
-/// decline without writing anything: the caller then runs the portable kernel.
+/// A backward the tuned kernels cannot run (deterministic on a path whose kernels add
+/// dQ with atomics, sm80; a mask they cannot apply) must decline without writing
+/// anything: the caller then runs the portable kernel.
 template <class T>
-void expect_deterministic_bwd_declines(const Shape& s) {
+void expect_bwd_declines(const Shape& s, const Mask& mask = Mask::causal(), bool deterministic = true) {
   auto in = make_inputs<T>(s);
   Tensor4<T, Mem> dout("dout", s.B, s.Sq, s.H, s.D);
   RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq), delta("delta", s.B, s.H, s.Sq);
   Tensor4<Acc, Mem> dq("dq", s.B, s.Sq, s.H, s.D), dk("dk", s.B, s.Sk, s.Hkv, s.D), dv("dv", s.B, s.Sk, s.Hkv, s.D);
   Kokkos::deep_copy(dq, 1.f);
   EXPECT_FALSE((Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), in.qd, in.kd, in.vd, dout, lse, delta, dq, dk, dv,
-                                                       Mask::causal(), 0.125, true)))
+                                                       mask, 0.125, deterministic)))
       << "D" << s.D;
   const HostTensor hq = to_host(dq);
   long changed        = 0;
@@ -713,7 +723,7 @@ void expect_deterministic_bwd_declines(const Shape& s) {
 TYPED_TEST(CudaKernels, BackwardDeterministic) {
   using T = TypeParam;
   if (tuned_arch() != AttnCudaArch::sm90) {
-    for (int D : {64, 96, 128}) expect_deterministic_bwd_declines<T>({1, 300, 300, 4, 2, D});
+    for (int D : {64, 96, 128}) expect_bwd_declines<T>({1, 300, 300, 4, 2, D});
     return;
   }
   for (int D : {64, 128}) {
@@ -891,6 +901,105 @@ TYPED_TEST(CudaKernels, BackwardSumOfBlocksEqualsWhole) {
       const std::string msg = rule_check(name, rounded_to<T>(ours), naive, ref);
       EXPECT_TRUE(msg.empty()) << msg << ", " << ctx;
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------
+// Key windows and packed documents (core/mask.hpp). The Hopper kernels and the sm80
+// forward apply them: each row's admissible key range, key tiles outside every row's
+// range skipped, per-element masks on the tiles that cross a range's end. The sm80
+// backward declines them (the portable kernels run those calls), as does a
+// deterministic backward.
+
+/// A shape and its mask: the kernels read `dev`, the references `host` (the same
+/// rule, with document offsets in host memory).
+struct MaskCase {
+  Shape s;
+  Mask dev, host;
+};
+
+/// The cases, for head_dim D: sliding and bidirectional windows narrower and wider
+/// than a tile, documents of length 1 and boundaries inside tiles, documents with a
+/// window, GQA and MQA, ring blocks (query and key offsets) and Attention2D's cyclic
+/// shards (stride P), rows that see no key.
+std::vector<MaskCase> window_document_cases(int D, const PackedDocs& d400, const PackedDocs& dw400,
+                                            const PackedDocs& d600, const PackedDocs& d640,
+                                            const PackedDocs& d480) {
+  std::vector<MaskCase> cases;
+  auto plain = [&](Shape s, const Mask& m) { cases.push_back({s, m, m}); };
+  auto docs  = [&](Shape s, const PackedDocs& d, const Mask& m) { cases.push_back({s, d.on_device(m), d.on_host(m)}); };
+  plain({1, 300, 300, 4, 2, D}, Mask::causal().with_window(Window{37, 0}));                     // inside one tile
+  plain({1, 200, 330, 2, 1, D}, Mask::causal({400, 1}, {150, 1}).with_window(Window{200, 0}));  // ring block, MQA
+  plain({2, 257, 300, 2, 2, D}, Mask::none().with_window(Window{50, 20}));                      // bidirectional
+  plain({1, 190, 257, 6, 3, D}, Mask::none({100, 1}, {0, 1}).with_window(Window{0, 70}));       // right side only
+  docs({1, 400, 400, 4, 2, D}, d400, Mask::causal());
+  docs({1, 400, 400, 2, 2, D}, d400, Mask::none());
+  docs({1, 400, 400, 4, 1, D}, dw400, Mask::causal().with_window(Window{30, 0}));
+  docs({1, 400, 400, 2, 2, D}, dw400, Mask::none().with_window(Window{16, 9}));
+  docs({1, 200, 300, 4, 2, D}, d600, Mask::causal({256, 1}, {64, 1}));                             // ring block
+  docs({1, 160, 160, 2, 2, D}, d640, Mask::causal({1, 4}, {2, 4}).with_window(Window{40, 0}));     // cyclic, P = 4
+  docs({1, 160, 160, 2, 1, D}, d480, Mask::none({2, 3}, {0, 3}));                                  // cyclic, P = 3
+  plain({1, 100, 100, 2, 2, D}, Mask::causal({3, 4}, {0, 4}).with_window(Window{2, 0}));  // no row sees a key
+  return cases;
+}
+
+TYPED_TEST(CudaKernels, WindowsAndDocuments) {
+  using T = TypeParam;
+  const PackedDocs d400({0, 1, 2, 70, 71, 200, 333, 400}), dw400({0, 5, 130, 131, 300, 400});
+  const PackedDocs d600({0, 100, 101, 300, 450, 600}), d640({0, 3, 77, 200, 201, 640}), d480({0, 50, 51, 300, 480});
+  const bool fwd_ok = Impl::cuda::attn_masks_beyond_dense(tuned_arch(), Impl::cuda::AttnDir::fwd);
+  const bool bwd_ok = Impl::cuda::attn_masks_beyond_dense(tuned_arch(), Impl::cuda::AttnDir::bwd);
+  ASSERT_TRUE(fwd_ok) << "every tuned family's forward applies windows and documents";
+  for (int D : {64, 128}) {
+    for (const MaskCase& c : window_document_cases(D, d400, dw400, d600, d640, d480)) {
+      check_fwd<T>(c.s, c.dev, &c.host);
+      if (bwd_ok) check_bwd<T>(c.s, c.dev, false, &c.host);
+      else expect_bwd_declines<T>(c.s, c.dev, false);  // declined, nothing written
+    }
+  }
+  // A padded head_dim, and many tiles: most of them skipped, boundaries everywhere.
+  const Mask padded = d400.on_host(Mask::causal());
+  check_fwd<T>({1, 300, 300, 2, 1, 96}, d400.on_device(Mask::causal()), &padded);
+  const PackedDocs dlong({0, 1, 130, 500, 501, 502, 900, 1100});
+  for (const Mask& m : {Mask::causal().with_window(Window{300, 0}), Mask::none()}) {
+    const Mask host = dlong.on_host(m);
+    check_fwd<T>({1, 1100, 1100, 2, 1, 128}, dlong.on_device(m), &host);
+    if (bwd_ok) check_bwd<T>({1, 1100, 1100, 2, 1, 64}, dlong.on_device(m), false, &host);
+  }
+}
+
+// Where the Hopper backward's warp-specialized kernel cannot run (no tensor map for
+// K and V whose heads alias: head stride 0) its wgmma fallback would take a dense
+// mask, but it knows no windows or documents: the call declines, nothing written.
+// A deterministic backward declines them too (its dQ order rests on dense masks).
+TYPED_TEST(CudaKernels, BackwardDeclinesMasksItsKernelCannotApply) {
+  using T = TypeParam;
+  if (tuned_arch() != AttnCudaArch::sm90) GTEST_SKIP() << "WindowsAndDocuments covers the sm80 backward's declines";
+  using Strided = Kokkos::View<T****, Kokkos::LayoutStride, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+  const PackedDocs docs({0, 40, 41, 150});
+  for (int D : {64, 128}) {
+    const Shape s{1, 130, 150, 2, 2, D};
+    auto in = make_inputs<T>(s);
+    const Kokkos::LayoutStride lay(s.B, std::size_t(s.Sk) * s.Hkv * D, s.Sk, std::size_t(s.Hkv) * D, s.Hkv, 0, D, 1);
+    const Strided k0(in.kd.data(), lay), v0(in.vd.data(), lay);
+    Tensor4<T, Mem> dout("dout", s.B, s.Sq, s.H, D);
+    RowStats<Acc, Mem> lse("lse", s.B, s.H, s.Sq), delta("delta", s.B, s.H, s.Sq);
+    Tensor4<Acc, Mem> dq("dq", s.B, s.Sq, s.H, D), dk("dk", s.B, s.Sk, s.Hkv, D), dv("dv", s.B, s.Sk, s.Hkv, D);
+    Kokkos::deep_copy(dq, 1.f);
+    for (const Mask& m : {Mask::causal().with_window(Window{20, 0}), docs.on_device(Mask::none())}) {
+      EXPECT_FALSE((Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), in.qd, k0, v0, dout, lse, delta, dq, dk, dv, m,
+                                                           0.125)))
+          << "D" << D;
+      expect_bwd_declines<T>(s, m);
+    }
+    const HostTensor hq = to_host(dq);
+    long changed        = 0;
+    for (std::size_t i = 0; i < hq.span(); ++i) changed += hq.data()[i] != 1.0 ? 1 : 0;
+    EXPECT_EQ(changed, 0) << "a declined backward wrote dq, D" << D;
+    // The same call with a dense mask runs (on the fallback), so the declines above are the mask's.
+    EXPECT_TRUE((Impl::TunedAttnBwdUpdate<Exec, T>::run(Exec(), in.qd, k0, v0, dout, lse, delta, dq, dk, dv,
+                                                        Mask::causal(), 0.125)))
+        << "D" << D;
   }
 }
 

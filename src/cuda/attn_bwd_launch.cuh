@@ -9,13 +9,15 @@
 
 namespace DistAttn::Impl::cuda {
 
-/// Returns false without launching only when a deterministic run was asked for and
-/// the kernel that would run cannot give one (only the warp-specialized kernel
-/// orders its dQ additions; the wgmma kernel adds with atomics).
+/// Returns false without launching only when the kernel that would run cannot take
+/// the call: a deterministic run (only the warp-specialized kernel orders its dQ
+/// additions; the wgmma kernel adds with atomics), or a key window or documents
+/// (only the warp-specialized kernel applies them).
 template <class Cfg, class Elem>
 bool launch_attn_bwd_any(const AttnBwdParams& p, cudaStream_t stream) {
   if constexpr (Cfg::kWs) {
     if (launch_attn_bwd_ws<Cfg, Elem>(p, stream)) return true;
+    if (!p.mask.dense()) return false;
     return launch_attn_bwd_any<typename Cfg::Fallback, Elem>(p, stream);
   } else {
     static_assert(Cfg::kWgmma, "the Hopper table's backward entries use wgmma");

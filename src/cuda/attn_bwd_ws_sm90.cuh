@@ -6,8 +6,8 @@
 // d = 64), with three warpgroups:
 //
 //   producer warpgroup (56 registers after setmaxnreg.dec):
-//     warp 0  K, V once, then per step Q and dO by TMA and LSE, Delta and the key
-//             limits by plain loads, into one of 2 stages, announced on full[stage]
+//     warp 0  K, V once, then per step Q and dO by TMA, LSE and Delta by plain loads
+//             and the rows' admissible key ranges, into one of 2 stages, announced on full[stage]
 //             (32 arrivals + the TMA bytes), reused once empty[stage] has an arrival
 //             from each of the 256 consumer threads;
 //     warp 1  dQ writer: once a consumer warpgroup has put its scaled fp32 dQ tile
@@ -21,7 +21,8 @@
 //     between the two consumer warpgroups (named barrier of 256 threads); dS^T has
 //     2 stages so that a warpgroup may write the next one while the other still
 //     reads this one (1 at d = 64, where neither reads the other's). Per step:
-//     S^T, dP^T issued; P (masked only where the tile crosses a row's key limit),
+//     S^T, dP^T issued; P (masked only where the tile crosses an end of a row's
+//     key range),
 //     dS; dV issued; dS^T exchange; dQ then dK issued; dQ waited for (dK still
 //     running) and handed to the writer; dK waited for and the stage released.
 //
@@ -38,8 +39,11 @@
 // key tile below kt contributes to every query tile kt does (the row limits are
 // non-decreasing), and CTAs start in linear blockIdx order, in which key tile kt - 1
 // of a head comes before kt (tile_order.cuh: for any group size), so the waits always
-// end. The grid is heads-fastest there (one group of every head), so that the CTAs
-// running together form many short chains (NOTES.md run 23).
+// end. That chain holds for dense masks only: under a window or documents the key
+// tiles that meet a query tile need not start at tile 0, nor be contiguous, so
+// run_attn_bwd declines a deterministic call with such a mask. The grid is
+// heads-fastest there (one group of every head), so that the CTAs running together
+// form many short chains (NOTES.md run 23).
 //
 // Measured slower and removed (NOTES.md runs 22, 24, 26, 28): issuing the next
 // step's S^T / dP^T before waiting for dK (the stage then goes back a step later and
@@ -48,6 +52,7 @@
 // default grid heads-fastest (less Q / dO sharing in L2).
 
 #include "attn_launch.hpp"
+#include "attn_mask.cuh"
 #include "attn_mma.cuh"
 #include "tile_order.cuh"
 #include "tma.hpp"
@@ -105,7 +110,7 @@ __global__ void __launch_bounds__(384, 1)
   constexpr uint32_t kOffdS    = kOffdO + NQS * kQBytes;  // NDS stages
   constexpr uint32_t kOffdQ    = kOffdS + NDS * kSBytes;   // one tile per consumer warpgroup
   constexpr uint32_t kOffStats = kOffdQ + 2 * kDqBytes;
-  constexpr uint32_t kOffBar   = kOffStats + NQS * 3 * 4 * BM;
+  constexpr uint32_t kOffBar   = kOffStats + NQS * 4 * 4 * BM;
   static_assert(kOffBar + 8 * (1 + 2 * NQS) + 1024 <= uint32_t(Cfg::kSmemBytes), "shared-memory plan");
 
   // Named barriers (0 is __syncthreads): dS^T exchange, dQ tile empty / full per
@@ -124,7 +129,8 @@ __global__ void __launch_bounds__(384, 1)
   const uint32_t sdQ0 = base + kOffdQ;
   float* sLse   = reinterpret_cast<float*>(smem_a + kOffStats);  // [NQS][BM], natural log
   float* sDelta = sLse + NQS * BM;
-  int* sLim     = reinterpret_cast<int*>(sDelta + NQS * BM);
+  int* sLim     = reinterpret_cast<int*>(sDelta + NQS * BM);  // rows' key ranges [sLo, sLim)
+  int* sLo      = sLim + NQS * BM;
   const uint32_t bar_kv = base + kOffBar;
   auto bar_full  = [&](int s) { return base + kOffBar + 8 + 8 * s; };
   auto bar_empty = [&](int s) { return base + kOffBar + 8 + 8 * NQS + 8 * s; };
@@ -143,17 +149,24 @@ __global__ void __launch_bounds__(384, 1)
   const int tid = threadIdx.x;
   const AttnMaskParams& mk = p.mask;
 
-  int i0 = 0;  // first query that sees key k0
-  if (mk.causal) {
-    const std::int64_t need = mk.k_offset + mk.k_stride * std::int64_t(k0) - mk.q_offset;
-    if (need > 0) {
-      const std::int64_t c = (need + mk.q_stride - 1) / mk.q_stride;
-      i0 = c < std::int64_t(p.seqlen_q) ? int(c) : p.seqlen_q;
+  // Query rows [i0, i1) may see this key tile (attn_mask.cuh): their query tiles.
+  int i0 = 0, i1 = p.seqlen_q;
+  if (mk.dense()) {
+    if (mk.causal) {
+      const std::int64_t need = mk.k_offset + mk.k_stride * std::int64_t(k0) - mk.q_offset;
+      if (need > 0) {
+        const std::int64_t c = (need + mk.q_stride - 1) / mk.q_stride;
+        i0 = c < std::int64_t(p.seqlen_q) ? int(c) : p.seqlen_q;
+      }
     }
+  } else {
+    const KeyRange rows = query_rows_of_keys(mk, p.seqlen_q, k0, min(k0 + BN, p.seqlen_k));
+    i0 = rows.lo;
+    i1 = rows.hi;
   }
   const int n_qt     = (p.seqlen_q + BM - 1) / BM;
   const int first_qt = i0 / BM;
-  const int per_head = i0 >= p.seqlen_q ? 0 : n_qt - first_qt;
+  const int per_head = i0 >= i1 ? 0 : (i1 + BM - 1) / BM - first_qt;
   const int n_iter   = G * per_head;
   if (n_iter == 0) return;  // no query sees this key tile: gradients unchanged
 
@@ -193,7 +206,6 @@ __global__ void __launch_bounds__(384, 1)
         // The statistics are loaded before the wait for the stage, so their latency
         // runs under it.
         float lse_r[BM / 32], delta_r[BM / 32];
-        int lim_r[BM / 32];
 #pragma unroll
         for (int r = 0; r < BM / 32; ++r) {
           const int i   = qt * BM + lane + 32 * r;
@@ -201,14 +213,21 @@ __global__ void __launch_bounds__(384, 1)
           const std::int64_t ii = ok ? i : 0;
           lse_r[r]   = ok ? p.lse.data[p.lse.at(b, h, ii)] : 0.f;
           delta_r[r] = ok ? p.delta.data[p.delta.at(b, h, ii)] : 0.f;
-          lim_r[r]   = ok ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, i) : 0;
         }
         if (it >= NQS) mbar_wait(bar_empty(s), ((it / NQS) - 1) & 1);
 #pragma unroll
         for (int r = 0; r < BM / 32; ++r) {
           sLse[s * BM + lane + 32 * r]   = lse_r[r];
           sDelta[s * BM + lane + 32 * r] = delta_r[r];
-          sLim[s * BM + lane + 32 * r]   = lim_r[r];
+          // The key ranges after the wait: held across it, they spill the producer
+          // at d = 64 (ptxas, 56 registers). Rows past the end: empty, and (beyond a
+          // dense mask) a lower end no row exceeds, so the tile's last row bounds
+          // every lower end.
+          const int i       = qt * BM + lane + 32 * r;
+          const KeyRange kr = i < p.seqlen_q ? row_key_range(mk, p.seqlen_k, i)
+                                             : KeyRange{mk.dense() ? 0 : p.seqlen_k, 0};
+          sLim[s * BM + lane + 32 * r] = kr.hi;
+          sLo[s * BM + lane + 32 * r]  = kr.lo;
         }
         if (lane == 0) {
           const uint32_t bar = bar_full(s);
@@ -305,9 +324,13 @@ __global__ void __launch_bounds__(384, 1)
   auto compute_p = [&](int s) {
     const float* lse_s = sLse + s * BM;
     const int* lim_s   = sLim + s * BM;
-    // Limits are non-decreasing in the row: only a tile that crosses the first
-    // row's limit needs the mask (the diagonal band and the ragged key end).
-    const bool need_mask = k0 + wg * 64 + 64 > lim_s[0];
+    const int* lo_s    = sLo + s * BM;
+    // Both ends of the rows' key ranges are non-decreasing in the row: only a tile
+    // that crosses the first row's upper end (the diagonal band, the ragged key end)
+    // or the last row's lower end (a window, a document start) needs the mask. Dense
+    // masks have lower ends 0: the test and the masked elements are the ones before.
+    const int kw0        = k0 + wg * 64;
+    const bool need_mask = kw0 + 64 > lim_s[0] || kw0 < lo_s[BM - 1];
     const int kr0 = k0 + krow, kr1 = kr0 + 8;
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
@@ -322,11 +345,12 @@ __global__ void __launch_bounds__(384, 1)
       }
       if (need_mask) {
         const int2 lm = *reinterpret_cast<const int2*>(lim_s + 8 * j + 2 * t);
+        const int2 ll = *reinterpret_cast<const int2*>(lo_s + 8 * j + 2 * t);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int lq = e == 0 ? lm.x : lm.y;
-          if (kr0 >= lq) st[4 * j + e] = 0.f;
-          if (kr1 >= lq) st[4 * j + 2 + e] = 0.f;
+          const int lq = e == 0 ? lm.x : lm.y, lw = e == 0 ? ll.x : ll.y;
+          if (kr0 >= lq || kr0 < lw) st[4 * j + e] = 0.f;
+          if (kr1 >= lq || kr1 < lw) st[4 * j + 2 + e] = 0.f;
         }
       }
     }

@@ -140,8 +140,11 @@ bool common_ok(AttnDir dir, int batch, int sq, int sk, int heads, int heads_kv, 
   if (!(scale > 0.f) || !std::isfinite(scale)) return false;  // the max trick needs scale > 0
   if (batch < 0 || sq < 0 || sk < 0 || heads < 0 || heads_kv <= 0 || heads % heads_kv != 0) return false;
   if (batch > 65535 || heads > 65535) return false;  // grid y/z
-  if (mask.causal && (mask.q_stride <= 0 || mask.k_stride <= 0)) return false;
-  return true;
+  if ((mask.causal || !mask.dense()) && (mask.q_stride <= 0 || mask.k_stride <= 0)) return false;
+  if (mask.doc_count < 0 || (mask.doc_count > 0 && mask.doc_offsets == nullptr)) return false;
+  if (mask.window_left < 0 || mask.window_right < 0) return false;
+  // Windows and documents only where the family applies them (attn_params.hpp).
+  return mask.dense() || attn_masks_beyond_dense(attn_cuda_arch(), dir);
 }
 
 /// The widest head_dim of a table's entries for `arch` (for none: of every entry, so
@@ -165,6 +168,10 @@ bool attn_head_dim_supported(int head_dim, AttnDir dir) {
   const AttnCudaArch arch = attn_cuda_arch();
   const int widest = dir == AttnDir::fwd ? widest_head_dim(kFwdKernels, arch) : widest_head_dim(kBwdKernels, arch);
   return head_dim >= 8 && head_dim <= widest && head_dim % 8 == 0;
+}
+
+bool attn_masks_beyond_dense(AttnCudaArch arch, AttnDir dir) {
+  return arch == AttnCudaArch::sm90 || (arch == AttnCudaArch::sm80 && dir == AttnDir::fwd);
 }
 
 AttnCudaArch attn_cuda_arch() {
@@ -219,6 +226,8 @@ bool run_attn_bwd(const AttnBwdParams& p, cudaStream_t stream) {
   if (!common_ok(AttnDir::bwd, p.batch, p.seqlen_q, p.seqlen_k, p.heads, p.heads_kv, p.head_dim, p.scale, p.mask))
     return false;
   if (attn_cuda_arch() == AttnCudaArch::none) return false;
+  // The deterministic dQ order rests on dense masks (attn_bwd_ws_sm90.cuh).
+  if (p.deterministic && !p.mask.dense()) return false;
   if (p.batch == 0 || p.seqlen_q == 0 || p.seqlen_k == 0 || p.heads == 0) return true;
   if (!vec16_ok(p.q) || !vec16_ok(p.k) || !vec16_ok(p.v) || !vec16_ok(p.dout) || !vec8_ok(p.dq) ||
       !vec8_ok(p.dk) || !vec8_ok(p.dv))

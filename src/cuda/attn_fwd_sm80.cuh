@@ -22,9 +22,10 @@
 //   epilogue   merge (O, m, l) into the incoming state (acc, m, l) and store, or in
 //              direct mode (p.o.data set) write the final O and LSE (attn_fwd_epilogue.cuh)
 //
-// Key tiles are walked from the last admissible one down to 0, so the only tiles
-// that need element-wise masking (the "diagonal" band, and the ragged end of K)
-// come first, and the rest run the unmasked code path.
+// Key tiles are walked from the last admissible one down to the first (0 unless a
+// window or documents bound the rows' keys from below: attn_mask.cuh), so the tiles
+// that cross the upper ends (the "diagonal" band, and the ragged end of K) come
+// first; only tiles that cross an end of some row's key range are masked per element.
 //
 // State semantics: the loop starts from the empty state and the result is merged
 // into the incoming state at the end (building_block.md), which equals folding the tiles
@@ -36,6 +37,7 @@
 
 #include "attn_fwd_epilogue.cuh"
 #include "attn_launch.hpp"
+#include "attn_mask.cuh"
 #include "attn_mma.cuh"
 #include "tile_order.cuh"
 
@@ -81,10 +83,11 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
   const int wrow = warp * 16 * MT;  // first tile row of this warp
 
   const AttnMaskParams& mk = p.mask;
-  const int q_last   = min(q0 + BM, p.seqlen_q) - 1;
-  const int lim_max  = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
-  const int n_kt     = (lim_max + BN - 1) / BN;
-  if (n_kt == 0) {  // no row of the tile sees any key: state unchanged
+  const int q_last     = min(q0 + BM, p.seqlen_q) - 1;
+  const KeyRange first = row_key_range(mk, p.seqlen_k, q0), last = row_key_range(mk, p.seqlen_k, q_last);
+  const int kt_lo      = first.lo / BN;
+  const int kt_hi      = (last.hi + BN - 1) / BN;
+  if (kt_hi <= kt_lo) {  // no row of the tile sees any key: state unchanged
     if (p.o.data != nullptr) {  // direct mode: these rows still get their (empty) result
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
@@ -96,28 +99,29 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     }
     return;
   }
-  // Smallest limit over the tile's real rows (the first one): every key below it is
-  // visible to every real row. Padding rows (past seqlen_q) need no mask: their Q is
-  // zero-filled, their values stay finite and are never stored.
-  const int lim_min = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q0);
+  // Smallest upper end over the tile's real rows (the first one's) and largest lower
+  // end (the last one's): every key between them is visible to every real row.
+  // Padding rows (past seqlen_q) need no mask: their Q is zero-filled, their values
+  // stay finite and are never stored. Dense masks have lower ends 0.
+  const int lim_min = first.hi, lo_max = last.lo;
 
-  // This thread's rows (mt, r) = wrow + 16 mt + g + 8 r and their limits (0 for padding rows).
-  int lim[MT][2];
+  // This thread's rows (mt, r) = wrow + 16 mt + g + 8 r and their key ranges (empty for padding rows).
+  int lim[MT][2], lo[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = q0 + wrow + mt * 16 + g + 8 * r;
-      lim[mt][r]    = row < p.seqlen_q
-                          ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, row)
-                          : 0;
+      const int row     = q0 + wrow + mt * 16 + g + 8 * r;
+      const KeyRange kr = row < p.seqlen_q ? row_key_range(mk, p.seqlen_k, row) : KeyRange{0, 0};
+      lim[mt][r]        = kr.hi;
+      lo[mt][r]         = kr.lo;
     }
 
   const Elem* qg = static_cast<const Elem*>(p.q.data) + p.q.at(b, 0, h);
   const Elem* kg = static_cast<const Elem*>(p.k.data) + p.k.at(b, 0, hk);
   const Elem* vg = static_cast<const Elem*>(p.v.data) + p.v.at(b, 0, hk);
 
-  int kt = n_kt - 1;
+  int kt = kt_hi - 1;
   load_tile_async<BM, D, NT>(sQ, qg, p.q.row_stride, q0, p.seqlen_q, tid, p.head_dim);
   load_tile_async<BN, D, NT>(sK, kg, p.k.row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
   cp_async_commit();
@@ -147,7 +151,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
 
   const typename Tile::Lane la = Tile::lane(lane_row_a(lane), lane_chunk_a(lane));
   const typename Tile::Lane lb = Tile::lane(lane_row_b(lane), lane_chunk_b(lane));
-  for (; kt >= 0; --kt) {
+  for (; kt >= kt_lo; --kt) {
     // K[kt] has landed and every warp is done with V[kt+1]: V[kt] may overwrite it.
     load_tile_async<BN, D, NT>(sV, vg, p.v.row_stride, kt * BN, p.seqlen_k, tid, p.head_dim);
     cp_async_commit();
@@ -186,7 +190,7 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     auto wait_v_issue_next = [&] {
       cp_async_wait<0>();
       __syncthreads();
-      if (kt > 0) {
+      if (kt > kt_lo) {
         load_tile_async<BN, D, NT>(sK, kg, p.k.row_stride, (kt - 1) * BN, p.seqlen_k, tid, p.head_dim);
         cp_async_commit();
       }
@@ -194,16 +198,16 @@ __global__ void __launch_bounds__(Cfg::kNThreads, Cfg::kMinBlocks) attn_fwd_kern
     if constexpr (Cfg::kEarlyV) wait_v_issue_next();
 
     const int k0 = kt * BN;
-    if (k0 + BN > lim_min) {  // some (row, key) of this tile is not admissible
+    if (k0 + BN > lim_min || k0 < lo_max) {  // some (row, key) of this tile is not admissible
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
           const int c = k0 + j * 8 + 2 * t;
-          if (c >= lim[mt][0]) s[mt][j][0] = -INFINITY;
-          if (c + 1 >= lim[mt][0]) s[mt][j][1] = -INFINITY;
-          if (c >= lim[mt][1]) s[mt][j][2] = -INFINITY;
-          if (c + 1 >= lim[mt][1]) s[mt][j][3] = -INFINITY;
+          if (c >= lim[mt][0] || c < lo[mt][0]) s[mt][j][0] = -INFINITY;
+          if (c + 1 >= lim[mt][0] || c + 1 < lo[mt][0]) s[mt][j][1] = -INFINITY;
+          if (c >= lim[mt][1] || c < lo[mt][1]) s[mt][j][2] = -INFINITY;
+          if (c + 1 >= lim[mt][1] || c + 1 < lo[mt][1]) s[mt][j][3] = -INFINITY;
         }
     }
 

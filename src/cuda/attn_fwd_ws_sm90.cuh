@@ -36,6 +36,7 @@
 
 #include "attn_fwd_epilogue.cuh"
 #include "attn_launch.hpp"
+#include "attn_mask.cuh"
 #include "attn_mma.cuh"
 #include "tile_order.cuh"
 #include "tma.hpp"
@@ -91,9 +92,13 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
   const int tid = threadIdx.x;
 
   const AttnMaskParams& mk = p.mask;
-  const int q_last  = min(q0 + BM, p.seqlen_q) - 1;
-  const int lim_max = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q_last);
-  const int n_kt    = (lim_max + BN - 1) / BN;
+  const int q_last = min(q0 + BM, p.seqlen_q) - 1;
+  // The rows' key ranges grow with the row (attn_mask.cuh): the CTA walks the key
+  // tiles of [lo(q0), hi(q_last)) and skips the rest.
+  const KeyRange first = row_key_range(mk, p.seqlen_k, q0), last = row_key_range(mk, p.seqlen_k, q_last);
+  const int kt_lo = first.lo / BN;
+  const int kt_hi = (last.hi + BN - 1) / BN;
+  const int n_kt  = kt_hi > kt_lo ? kt_hi - kt_lo : 0;
   if (n_kt == 0) {  // no row of the tile sees any key: state unchanged
     if (p.o.data != nullptr && tid >= 128) {  // direct mode: the consumers' rows still get their (empty) result
       const int ct = tid - 128, lane = ct & 31;
@@ -105,8 +110,8 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
     return;
   }
   // Key tiles are processed from the last one down (masked tiles first): step i
-  // handles tile n_kt - 1 - i, its K in K stage i % NK and its V in V stage i % NV.
-  auto tile_of = [&](int i) { return n_kt - 1 - i; };
+  // handles tile kt_hi - 1 - i, its K in K stage i % NK and its V in V stage i % NV.
+  auto tile_of = [&](int i) { return kt_hi - 1 - i; };
 
   if (tid == 0) {
     mbar_init(barQ, 1);
@@ -161,13 +166,17 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
   const int t    = lane & 3;
   const int wrow = cw * 64 + warp * 16;
 
-  const int lim_min = row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, q0);
-  int lim[2];
+  // A tile [k0, k0 + BN) is admissible for every row of the CTA iff k0 >= lo(q_last)
+  // and k0 + BN <= hi(q0); only the others are masked per element. Dense masks have
+  // lo = 0 everywhere, so their test and their masked elements are the ones before.
+  const int lim_min = first.hi, lo_max = last.lo;
+  int lim[2], lo[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const int row = q0 + wrow + g + 8 * r;
-    lim[r] = row < p.seqlen_q ? row_limit(mk.causal, mk.q_offset, mk.q_stride, mk.k_offset, mk.k_stride, p.seqlen_k, row)
-                              : 0;
+    const int row      = q0 + wrow + g + 8 * r;
+    const KeyRange kr  = row < p.seqlen_q ? row_key_range(mk, p.seqlen_k, row) : KeyRange{0, 0};
+    lim[r]             = kr.hi;
+    lo[r]              = kr.lo;
   }
 
   float o[NO];
@@ -192,14 +201,14 @@ __global__ void __launch_bounds__(Cfg::kNThreads, 1)
   // Mask and online softmax of S in place (P, fp32). Returns whether O needs the rescale (a row of the warp got a
   // new max).
   auto softmax = [&](int k0, float (&alpha)[2]) {
-    if (k0 + BN > lim_min) {
+    if (k0 + BN > lim_min || k0 < lo_max) {
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
         const int c = k0 + j * 8 + 2 * t;
-        if (c >= lim[0]) s[4 * j + 0] = -INFINITY;
-        if (c + 1 >= lim[0]) s[4 * j + 1] = -INFINITY;
-        if (c >= lim[1]) s[4 * j + 2] = -INFINITY;
-        if (c + 1 >= lim[1]) s[4 * j + 3] = -INFINITY;
+        if (c >= lim[0] || c < lo[0]) s[4 * j + 0] = -INFINITY;
+        if (c + 1 >= lim[0] || c + 1 < lo[0]) s[4 * j + 1] = -INFINITY;
+        if (c >= lim[1] || c < lo[1]) s[4 * j + 2] = -INFINITY;
+        if (c + 1 >= lim[1] || c + 1 < lo[1]) s[4 * j + 3] = -INFINITY;
       }
     }
     bool grew = false;

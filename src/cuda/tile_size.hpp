@@ -173,10 +173,10 @@ struct WsBwdTile {
   // 128-query tiles need the room of the second stage.
   static constexpr int kDsStages = kBlockM == 128 ? 1 : 2;
   // K, V + 2 stages of Q and dO + kDsStages of dS^T (16-bit) + 2 fp32 kBlockM x 64 dQ
-  // tiles + 2 stages of (LSE, Delta, key limit) + 5 mbarriers + 1 KB alignment slack.
+  // tiles + 2 stages of (LSE, Delta, key range ends) + 5 mbarriers + 1 KB alignment slack.
   static constexpr int kSmemBytes =
       2 * (2 * kBlockN * kHeadDim + 4 * kBlockM * kHeadDim + kDsStages * kBlockN * kBlockM) + 2 * kBlockM * 64 * 4 +
-      2 * 3 * 4 * kBlockM + 64 + 1024;
+      2 * 4 * 4 * kBlockM + 64 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block");
 };
 

@@ -11,10 +11,11 @@
 /// head_dim not a multiple of 8 up to the widest of the device's table for the
 /// direction (cuda::attn_head_dim_supported), non-fp32 accumulators, non-unit head_dim stride,
 /// misaligned rows, a non-positive scale, or a device without a tuned target
-/// (cuda::attn_cuda_arch(): sm_90 and sm_8x have one). The backward's
-/// `deterministic` (AttnOptions::deterministic) asks for dq added in a fixed order;
-/// it declines where the kernel cannot order them (no TMA descriptors, or the sm80
-/// kernels, which add dQ with atomics).
+/// (cuda::attn_cuda_arch(): sm_90 and sm_8x have one). Key windows and packed
+/// documents run on the sm90 kernels and the sm80 forward (cuda::attn_masks_beyond_dense)
+/// and decline on the sm80 backward. The backward's `deterministic` (AttnOptions::deterministic) asks for
+/// dq added in a fixed order; it declines where the kernel cannot order them (no TMA
+/// descriptors, the sm80 kernels, which add dQ with atomics, or a window or documents).
 ///
 /// Included by impl/attn_spec.hpp; empty unless the library was built with
 /// DistAttn_ENABLE_CUDA_KERNELS (and so with a CUDA Kokkos).
@@ -55,12 +56,21 @@ bool unit_last(const V& v) {
 template <class V, class T>
 inline constexpr bool value_is_v = std::is_same<typename V::non_const_value_type, T>::value;
 
-/// Whether the tuned kernels of direction `dir` cover this head_dim and mask. They
-/// know dense causal and full masks only (AttnMaskParams): every entry point declines
-/// a window or documents, so those run on the portable kernels rather than silently
-/// unmasked, and the first decline of each kind says so (impl/kernel_notice.hpp). A
-/// head_dim may have a tuned forward but no tuned backward (Hopper, 192 and 256): the
-/// backward's notice names the direction.
+static_assert(cuda::kAttnUnboundedSpan == kUnboundedSpan, "an open window side means the same to the kernels");
+
+/// What the tuned kernels of direction `dir` on this device's family do not handle
+/// in this mask, or empty: the sm80 backward knows dense causal and full masks only.
+inline std::string mask_not_covered(const Mask& mask, cuda::AttnDir dir) {
+  if (mask.is_dense() || cuda::attn_masks_beyond_dense(cuda::attn_cuda_arch(), dir)) return {};
+  return std::string(mask.docs.any() ? "packed documents" : "key windows") + " in the sm80 " +
+         (dir == cuda::AttnDir::bwd ? "backward" : "forward");
+}
+
+/// Whether the tuned kernels of direction `dir` cover this head_dim and mask: a
+/// head_dim may have a tuned forward but no tuned backward (Hopper, 192 and 256), and
+/// a mask they cannot apply runs on the portable kernels rather than silently
+/// unmasked; the first decline of each kind says so, naming the direction
+/// (impl/kernel_notice.hpp).
 template <class QV>
 bool covered(const QV& q, const Mask& mask, cuda::AttnDir dir) {
   const int d = int(q.extent(3));
@@ -68,20 +78,27 @@ bool covered(const QV& q, const Mask& mask, cuda::AttnDir dir) {
     note_portable_fallback("head_dim " + std::to_string(d) + (dir == cuda::AttnDir::bwd ? " in the backward" : ""));
     return false;
   }
-  if (!mask.is_dense()) {
-    note_portable_fallback(mask.docs.any() ? "packed documents" : "key windows");
+  const std::string why = mask_not_covered(mask, dir);
+  if (!why.empty()) {
+    note_portable_fallback(why);
     return false;
   }
   return true;
 }
 
+/// The mask in the kernels' terms; documents pass their offsets' pointer, which the
+/// executors point into device memory on a GPU (core/mask.hpp, Documents).
 inline cuda::AttnMaskParams mask_params(const Mask& mask) {
   cuda::AttnMaskParams mp;
-  mp.causal   = mask.is_causal() ? 1 : 0;
-  mp.q_offset = mask.q.offset;
-  mp.q_stride = mask.q.stride;
-  mp.k_offset = mask.k.offset;
-  mp.k_stride = mask.k.stride;
+  mp.causal       = mask.is_causal() ? 1 : 0;
+  mp.q_offset     = mask.q.offset;
+  mp.q_stride     = mask.q.stride;
+  mp.k_offset     = mask.k.offset;
+  mp.k_stride     = mask.k.stride;
+  mp.window_left  = mask.window.left;
+  mp.window_right = mask.window.right;
+  mp.doc_offsets  = mask.docs.offsets;
+  mp.doc_count    = mask.docs.count;
   return mp;
 }
 
@@ -166,6 +183,10 @@ struct TunedAttnBwdUpdate<Kokkos::Cuda, T> {
       return false;
     } else {
       if (!covered(q, mask, cuda::AttnDir::bwd)) return false;
+      if (deterministic && !mask.is_dense()) {
+        note_portable_fallback("a deterministic backward with key windows or packed documents");
+        return false;
+      }
       if (!unit_last(q) || !unit_last(k) || !unit_last(v) || !unit_last(dout) || !unit_last(dq) ||
           !unit_last(dk) || !unit_last(dv))
         return false;

@@ -12,9 +12,11 @@
 ///    with unit stride on head_dim; statistics are [batch, heads, seq].
 ///  - m, l and LSE cross this boundary in natural-log units (docs/design/building_block.md); the kernels
 ///    work internally in base 2 with log2(e) folded into the scale.
-///  - The causal mask is described by affine positions: query row i sits at
-///    q_offset + q_stride * i, key row j at k_offset + k_stride * j, and (i, j) is
-///    allowed iff q_pos(i) >= k_pos(j) (building_block.md, "The mask model"). Both strides are > 0.
+///  - The mask is described by affine positions: query row i sits at
+///    q_offset + q_stride * i, key row j at k_offset + k_stride * j (building_block.md,
+///    "The mask model"; both strides > 0), and (i, j) is allowed iff k_pos(j) lies in
+///    core/mask.hpp's Mask::key_range(q_pos(i)): causal (q_pos >= k_pos), a key window
+///    and packed documents, each optional.
 
 #include <DistAttn/impl/cuda/tensor_arg.hpp>
 
@@ -27,11 +29,28 @@ namespace DistAttn::Impl::cuda {
 /// Element type of Q, K, V (and dO). Accumulators and statistics are always fp32.
 enum class AttnDType : int { BF16 = 0, FP16 = 1 };
 
-/// Affine causal mask, or no mask (causal == 0).
+/// core/mask.hpp's kUnboundedSpan (attn_cuda_spec.hpp checks that they agree): a
+/// window side this wide is no bound.
+inline constexpr std::int64_t kAttnUnboundedSpan = std::int64_t(1) << 60;
+
+/// core/mask.hpp's Mask in plain data: causal or not, affine positions, a key window
+/// [p - window_left, p + window_right] (kAttnUnboundedSpan: that side open) and
+/// packed documents (doc_count + 1 sorted offsets in device memory; doc_count == 0:
+/// none). Dense (no window, no documents) is what every tuned kernel takes; only the
+/// kernels attn_masks_beyond_dense names take the rest. The window and the
+/// documents default to none, so {causal, q_offset, q_stride, k_offset, k_stride}
+/// still spells a dense mask.
 struct AttnMaskParams {
   int causal;
   std::int64_t q_offset, q_stride;
   std::int64_t k_offset, k_stride;
+  std::int64_t window_left = kAttnUnboundedSpan, window_right = kAttnUnboundedSpan;
+  const std::int64_t* doc_offsets = nullptr;
+  int doc_count                   = 0;
+
+  __host__ __device__ constexpr bool dense() const {
+    return doc_count == 0 && window_left >= kAttnUnboundedSpan && window_right >= kAttnUnboundedSpan;
+  }
 };
 
 /// Forward update: folds softmax(scale Q K^T + mask) V of one K/V block into the
@@ -98,6 +117,13 @@ enum class AttnDir : int { fwd, bwd };
 /// forward: 256, natively 64, 128, 192 and 256; otherwise 128, natively 64 and 128),
 /// the others zero-padded to the next entry up.
 bool attn_head_dim_supported(int head_dim, AttnDir dir);
+
+/// Whether the family's kernels of direction `dir` apply key windows and packed
+/// documents (masks that are not AttnMaskParams::dense()): both of sm90 (the
+/// backward's warp-specialized kernel; not its wgmma fallback where TMA cannot
+/// describe the tensors, nor a deterministic run), sm80's forward only.
+/// run_attn_fwd / run_attn_bwd decline such masks wherever they are not applied.
+bool attn_masks_beyond_dense(AttnCudaArch arch, AttnDir dir);
 
 /// Launches the forward update (or, with params.o set, the direct forward) on
 /// `stream` and returns true, or returns false without touching anything when the
