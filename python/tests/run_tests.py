@@ -411,10 +411,12 @@ def test_custom_op_path():
     q = distattn.shard(rand(1, 8 * P, 2, 4), schedule="zigzag")[0].requires_grad_()
     k = distattn.shard(rand(1, 8 * P, 1, 4), schedule="zigzag")[0].requires_grad_()
     comm = distattn._comm.get(None).id
-    for w in ((-1, -1), (3, 0)):
-        torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, k, None, comm, "zigzag", True, 0.0) + w,
-                              test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
-    return "opcheck passed (unbounded and window (3, 0))"
+    for cu in (None, torch.tensor([0, 3, 8 * P], dtype=torch.int32)):
+        for w in ((-1, -1), (3, 0)):
+            torch.library.opcheck(torch.ops.distattn.attention_fwd.default,
+                                  (q, k, k, cu, comm, "zigzag", True, 0.0) + w,
+                                  test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+    return "opcheck passed (unbounded and window (3, 0); without and with documents)"
 
 
 def test_torch_group():
