@@ -5,14 +5,17 @@
 // taken where the executor's token layout puts them (AnyAttention::position).
 // Windows narrower than a rank's chunk, wider than it, and a window of the query
 // alone; documents across rank boundaries, of one token, and with a window;
-// causal and not.
+// causal and not. Documents replaced on a built executor (set_documents) between
+// passes, as a training loop's batches pack them.
 
 #include "mpi_test_helpers.hpp"
 #include "test_helpers.hpp"
 
 #include <DistAttn/registry/any_attention.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -51,17 +54,35 @@ HostTensor local_rows(const HostTensor& g, const E& ex, int c) {
   return out;
 }
 
-std::string name_of(const ExecutorChoice& c) {
-  std::string n = to_string(c.kind);
-  if (c.kind == ExecutorKind::Hybrid) n += "-U" + std::to_string(c.ulysses_degree) + "-" + to_string(c.inner);
-  return n;
+/// One forward and backward of `ex` on g's inputs; each rank's rows against g's reference.
+template <class E>
+void expect_reference(E& ex, const Global& g, const LocalProblem& p, const std::string& what) {
+  const auto q    = to_device<T>(local_rows(g.q, ex, p.local_seq), "q");
+  const auto k    = to_device<T>(local_rows(g.k, ex, p.local_seq), "k");
+  const auto v    = to_device<T>(local_rows(g.v, ex, p.local_seq), "v");
+  const auto dout = to_device<T>(local_rows(g.dout, ex, p.local_seq), "do");
+  Tensor4<T, Mem> o_("o", p.batch, p.local_seq, p.heads, p.head_dim);
+  Tensor4<T, Mem> dq("dq", p.batch, p.local_seq, p.heads, p.head_dim);
+  Tensor4<T, Mem> dk("dk", p.batch, p.local_seq, p.kv_heads, p.head_dim);
+  Tensor4<T, Mem> dv("dv", p.batch, p.local_seq, p.kv_heads, p.head_dim);
+  RowStats<T, Mem> lse("lse", p.batch, p.heads, p.local_seq);
+  ex.forward(q, k, v, o_, lse);
+  ex.backward(q, k, v, o_, dout, lse, dq, dk, dv);
+  Exec().fence();
+  EXPECT_LE(Testing::rel_error(to_host(o_), local_rows(g.o, ex, p.local_seq)), 1e-12) << "o " << what;
+  EXPECT_LE(Testing::rel_error(to_host(dq), local_rows(g.dq, ex, p.local_seq)), 1e-11) << "dq " << what;
+  EXPECT_LE(Testing::rel_error(to_host(dk), local_rows(g.dk, ex, p.local_seq)), 1e-11) << "dk " << what;
+  EXPECT_LE(Testing::rel_error(to_host(dv), local_rows(g.dv, ex, p.local_seq)), 1e-11) << "dv " << what;
+  const auto hl = stats_to_host(lse);
+  double lerr   = 0;
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < p.local_seq; ++i)
+        lerr = std::max(lerr, std::fabs(hl(b, h, i) - g.lse(b, h, ex.position(world_rank(), i))));
+  EXPECT_LE(lerr, 1e-11) << "lse " << what;
 }
 
-TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
-  Comm comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
-  const int P = world_size();
-  const LocalProblem p{1, 12, 12, P == 3 ? 3 : 2, 16};
-  const int N = P * p.local_seq;
+std::vector<ExecutorChoice> every_choice(int P) {
   std::vector<ExecutorChoice> choices;
   for (ExecutorKind k : kAllExecutorKinds) {
     ExecutorChoice c;
@@ -75,6 +96,21 @@ TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
     c.inner          = ExecutorKind::Grid2DO;
     choices.push_back(c);
   }
+  return choices;
+}
+
+std::string name_of(const ExecutorChoice& c) {
+  std::string n = to_string(c.kind);
+  if (c.kind == ExecutorKind::Hybrid) n += "-U" + std::to_string(c.ulysses_degree) + "-" + to_string(c.inner);
+  return n;
+}
+
+TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
+  Comm comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  const int P = world_size();
+  const LocalProblem p{1, 12, 12, P == 3 ? 3 : 2, 16};
+  const int N = P * p.local_seq;
+  const std::vector<ExecutorChoice> choices = every_choice(P);
   struct Case {
     bool causal;
     Window window;
@@ -104,29 +140,62 @@ TEST(ExecutorWindows, EveryExecutorMatchesTheReference) {
                                " documents " + std::to_string(wc.docs.size()) + " P=" +
                                std::to_string(P) + " seed " + std::to_string(seed);
       auto ex = make_attention<T>(comm, Exec(), p, c, o);
-      const auto q = to_device<T>(local_rows(g.q, *ex, p.local_seq), "q");
-      const auto k = to_device<T>(local_rows(g.k, *ex, p.local_seq), "k");
-      const auto v = to_device<T>(local_rows(g.v, *ex, p.local_seq), "v");
-      const auto dout = to_device<T>(local_rows(g.dout, *ex, p.local_seq), "do");
-      Tensor4<T, Mem> o_("o", p.batch, p.local_seq, p.heads, p.head_dim);
-      Tensor4<T, Mem> dq("dq", p.batch, p.local_seq, p.heads, p.head_dim);
-      Tensor4<T, Mem> dk("dk", p.batch, p.local_seq, p.kv_heads, p.head_dim);
-      Tensor4<T, Mem> dv("dv", p.batch, p.local_seq, p.kv_heads, p.head_dim);
-      RowStats<T, Mem> lse("lse", p.batch, p.heads, p.local_seq);
-      ex->forward(q, k, v, o_, lse);
-      ex->backward(q, k, v, o_, dout, lse, dq, dk, dv);
-      Exec().fence();
-      EXPECT_LE(Testing::rel_error(to_host(o_), local_rows(g.o, *ex, p.local_seq)), 1e-12) << "o " << what;
-      EXPECT_LE(Testing::rel_error(to_host(dq), local_rows(g.dq, *ex, p.local_seq)), 1e-11) << "dq " << what;
-      EXPECT_LE(Testing::rel_error(to_host(dk), local_rows(g.dk, *ex, p.local_seq)), 1e-11) << "dk " << what;
-      EXPECT_LE(Testing::rel_error(to_host(dv), local_rows(g.dv, *ex, p.local_seq)), 1e-11) << "dv " << what;
-      const auto hl = stats_to_host(lse);
-      double lerr = 0;
-      for (int b = 0; b < p.batch; ++b)
-        for (int h = 0; h < p.heads; ++h)
-          for (int i = 0; i < p.local_seq; ++i)
-            lerr = std::max(lerr, std::fabs(hl(b, h, i) - g.lse(b, h, ex->position(world_rank(), i))));
-      EXPECT_LE(lerr, 1e-11) << "lse " << what;
+      expect_reference(*ex, g, p, what);
+    }
+  }
+}
+
+// One executor per kind, built with documents, then given other documents between
+// passes (set_documents): each pass matches the reference of the documents it
+// ran under, with a window kept from construction. A backward right after the
+// change (o and lse of the old documents) is refused on every rank; bad or
+// differing offsets are refused on every rank and leave the documents as they were.
+TEST(ExecutorWindows, SetDocumentsReplacesTheDocumentsBetweenPasses) {
+  Comm comm = Comm::from_raw(MPI_COMM_WORLD, Exec());
+  const int P = world_size();
+  const LocalProblem p{1, 12, 12, P == 3 ? 3 : 2, 16};
+  const std::int64_t N = std::int64_t(P) * p.local_seq;
+  const std::uint64_t seed = shared_seed();
+  // Boundaries inside chunks and across ranks, a one-token document; then none.
+  auto split = [&](std::initializer_list<std::int64_t> at) {
+    std::vector<std::int64_t> d{0};
+    for (std::int64_t x : at)
+      if (x > d.back() && x < N) d.push_back(x);
+    d.push_back(N);
+    return d;
+  };
+  const std::vector<std::vector<std::int64_t>> batches{split({5, 6, 19, 30}), split({3, 14, 15, 40}),
+                                                       std::vector<std::int64_t>{}, split({9, 23})};
+  for (const ExecutorChoice& c : every_choice(P)) {
+    ExecutorOptions o;
+    o.window    = Window{7, 0};
+    o.documents = batches[0];
+    auto ex     = make_attention<T>(comm, Exec(), p, c, o);
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      const std::string what = name_of(c) + " batch " + std::to_string(b) + " P=" + std::to_string(P);
+      if (b > 0) {
+        ex->set_documents(batches[b]);
+        EXPECT_EQ(ex->options().documents, batches[b]) << what;
+        Tensor4<T, Mem> x("x", p.batch, p.local_seq, p.heads, p.head_dim), kv("kv", p.batch, p.local_seq, p.kv_heads, p.head_dim);
+        RowStats<T, Mem> lse("lse", p.batch, p.heads, p.local_seq);
+        EXPECT_THROW(ex->backward(x, kv, kv, x, x, lse, x, kv, kv), InvalidArgument) << what;
+      }
+      o.documents = batches[b];
+      const Global g(p.batch, int(N), p.heads, p.kv_heads, p.head_dim, o.mask_rule(), seed + b);
+      expect_reference(*ex, g, p, what);
+    }
+    // Refused on every rank, naming the documents: unsorted, not from 0, past N,
+    // and different on rank 0 only. The executor keeps the last batch's.
+    std::vector<std::vector<std::int64_t>> bad{{0, 9, 4, N}, {2, N}, {0, N + 1}};
+    if (P > 1) bad.push_back(world_rank() == 0 ? split({4}) : split({8}));
+    for (const auto& d : bad) {
+      try {
+        ex->set_documents(d);
+        ADD_FAILURE() << name_of(c) << ": bad documents were accepted";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("document"), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(ex->options().documents, batches.back()) << name_of(c);
     }
   }
 }

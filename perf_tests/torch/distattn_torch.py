@@ -28,7 +28,7 @@ import weakref
 import torch
 import torch.distributed as dist
 
-API_VERSION = 3
+API_VERSION = 4  # 4: distattn_attention_set_documents (not used here)
 
 EXECUTORS = {"ring": 0, "balanced": 1, "zigzag": 2, "grid2d-no": 3, "grid2d-o": 4, "ulysses": 5, "hybrid": 6}
 DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}

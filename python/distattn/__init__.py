@@ -79,6 +79,24 @@ def _check_tensors(q, k, v, layout):
                          f"{tuple(v.shape)}")
 
 
+def _check_cu_seqlens(cu_seqlens, q):
+    """Local checks of cu_seqlens' type (its values are the library's to check, on every rank)."""
+    if cu_seqlens is None:
+        return
+    if not isinstance(cu_seqlens, torch.Tensor):
+        raise TypeError(f"distattn.attention: cu_seqlens: expected None or a torch.Tensor, got "
+                        f"{type(cu_seqlens).__name__}")
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"distattn.attention: cu_seqlens: expected dtype int32 or int64, got "
+                        f"{str(cu_seqlens.dtype).replace('torch.', '')}")
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        raise ValueError(f"distattn.attention: cu_seqlens: expected a 1-D tensor of documents + 1 >= 2 offsets, "
+                         f"got shape {tuple(cu_seqlens.shape)}")
+    if cu_seqlens.device.type not in ("cpu", "meta") and cu_seqlens.device != q.device:
+        raise ValueError(f"distattn.attention: cu_seqlens: expected host memory or q's device {q.device}, got "
+                         f"{cu_seqlens.device}")
+
+
 def attention(q, k, v, group=None, schedule="auto", causal=True, scale=None, layout="bshd", return_lse=False,
               cu_seqlens=None, window=None):
     """Exact attention over the sequence split across `group`'s ranks.
@@ -90,16 +108,24 @@ def attention(q, k, v, group=None, schedule="auto", causal=True, scale=None, lay
     not differentiable). scale: None for 1/sqrt(head_dim). window: the key window, None for
     unbounded; (left, right) with ints >= 0: the query at global position p sees keys in
     [p - left, p + right]; an int W is (W, 0), with causal=True the sliding window of W + 1 keys
-    (p - W ... p). With causal=True the library clips right to 0. Collective over the group."""
-    if cu_seqlens is not None:
-        raise NotImplementedError("distattn.attention: cu_seqlens is not supported yet "
-                                  "(document masks come with issue #37)")
+    (p - W ... p). With causal=True the library clips right to 0.
+
+    cu_seqlens: packed documents, None for one sequence. A 1-D int32 or int64 tensor (host or
+    device) of documents + 1 global offsets: the first 0, non-decreasing, the last the global
+    sequence length (local_seq x ranks; with causal=True it may be less, the tokens after it a
+    padded tail). Offsets are global positions, as distattn.token_positions gives them; a query
+    sees keys of its own document only (on top of causal and the window), in every batch row.
+    Every rank passes the same offsets; they may change from call to call (one executor serves
+    every packing). Bad offsets fail on every rank with DistAttnInvalidArgument naming
+    cu_seqlens. Collective over the group."""
     window_left, window_right = _window_bounds(window)
     if layout == "thd":
-        raise NotImplementedError("distattn.attention: layout 'thd' needs cu_seqlens (issue #37)")
+        raise NotImplementedError("distattn.attention: layout 'thd' is not supported yet: pass the packed "
+                                  "tokens as bshd with batch 1, and their documents as cu_seqlens")
     if layout not in LAYOUTS:
         raise ValueError(f"distattn.attention: layout: '{layout}' is not one of {', '.join(LAYOUTS)}")
     _check_tensors(q, k, v, layout)
+    _check_cu_seqlens(cu_seqlens, q)
     if layout == "sbhd":
         q, k, v = (t.transpose(0, 1) for t in (q, k, v))
     b, s, h, d = q.shape
@@ -114,15 +140,16 @@ def attention(q, k, v, group=None, schedule="auto", causal=True, scale=None, lay
         raise ValueError(f"distattn.attention: scale: expected None or a positive finite number, got {scale!r}")
     kind = resolve_schedule(schedule, causal, s)
     comm = _comm.get(group)
-    o, lse = _ops.attention_op(q, k, v, comm.id, kind, bool(causal), float(scale), window_left, window_right)
+    o, lse = _ops.attention_op(q, k, v, comm.id, kind, bool(causal), float(scale), window_left, window_right,
+                               cu_seqlens)
     if layout == "sbhd":
         o = o.transpose(0, 1)
     return (o, lse.detach()) if return_lse else o
 
 
 class DistributedAttention(torch.nn.Module):
-    """distattn.attention as a module: forward(q, k, v) with the options given here (shapes
-    are per call). `window` is checked here, when the module is made."""
+    """distattn.attention as a module: forward(q, k, v, cu_seqlens=None) with the options given
+    here (shapes and documents are per call). `window` is checked here, when the module is made."""
 
     def __init__(self, group=None, schedule="auto", causal=True, scale=None, layout="bshd", window=None):
         super().__init__()
@@ -130,9 +157,9 @@ class DistributedAttention(torch.nn.Module):
         self.group, self.schedule, self.causal, self.scale, self.layout = group, schedule, causal, scale, layout
         self.window = window
 
-    def forward(self, q, k, v, return_lse=False):
+    def forward(self, q, k, v, return_lse=False, cu_seqlens=None):
         return attention(q, k, v, group=self.group, schedule=self.schedule, causal=self.causal, scale=self.scale,
-                         layout=self.layout, return_lse=return_lse, window=self.window)
+                         layout=self.layout, return_lse=return_lse, window=self.window, cu_seqlens=cu_seqlens)
 
     def extra_repr(self):
         return (f"schedule={self.schedule!r}, causal={self.causal}, scale={self.scale}, layout={self.layout!r}, "

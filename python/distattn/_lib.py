@@ -9,7 +9,7 @@ import atexit
 import ctypes
 import os
 
-API_VERSION = 3
+API_VERSION = 4  # 4: distattn_attention_set_documents
 
 STATUS = {0: "success", 1: "invalid argument", 2: "communication error", 3: "unsupported in this build",
           4: "out of memory", 5: "not initialized", 6: "internal error"}
@@ -79,6 +79,10 @@ def _load(path):
     handle = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     P, I, I64, VP = ctypes.POINTER, ctypes.c_int, ctypes.c_int64, ctypes.c_void_p
     T = P(Tensor)
+    handle.distattn_api_version.argtypes, handle.distattn_api_version.restype = [], I
+    if handle.distattn_api_version() != API_VERSION:  # before looking up functions an older library lacks
+        raise ImportError(f"distattn: {path} implements C API version {handle.distattn_api_version()}, "
+                          f"this package version {API_VERSION}")
     sigs = {
         "distattn_api_version": ([], I), "distattn_last_error": ([], ctypes.c_char_p),
         "distattn_library_version": ([], ctypes.c_char_p),
@@ -93,6 +97,7 @@ def _load(path):
         "distattn_attention_config_init": ([P(Config)], I),
         "distattn_attention_create": ([VP, P(Config), P(VP)], I), "distattn_attention_destroy": ([VP], I),
         "distattn_attention_invalidate_saved": ([VP], I),
+        "distattn_attention_set_documents": ([VP, P(I64), I64], I),
         "distattn_attention_positions": ([VP, I, P(I64)], I),
         "distattn_attention_forward": ([VP, T, T, T, T, T, VP], I),
         "distattn_attention_backward": ([VP, T, T, T, T, T, T, T, T, T, VP], I),
@@ -100,9 +105,6 @@ def _load(path):
     for name, (args, res) in sigs.items():
         f = getattr(handle, name)
         f.argtypes, f.restype = args, res
-    if handle.distattn_api_version() != API_VERSION:
-        raise ImportError(f"distattn: {path} implements C API version {handle.distattn_api_version()}, "
-                          f"this package version {API_VERSION}")
     if not handle.distattn_is_cuda_build():
         from mpi4py import MPI  # noqa: F401  (MPI_Init before distattn_initialize; its exit hook runs after ours)
     _check(handle, handle.distattn_initialize())

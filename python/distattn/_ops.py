@@ -2,15 +2,17 @@
 """The torch ops over the C ABI and their autograd.
 
 Two ops, in the namespace `distattn`:
-  attention_fwd(q, k, v, comm, schedule, causal, scale, window_left, window_right) -> (o, lse)
-  attention_bwd(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right)
-      -> (dq, dk, dv)
+  attention_fwd(q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left, window_right) -> (o, lse)
+  attention_bwd(dout, q, k, v, o, lse, cu_seqlens, comm, schedule, causal, scale, window_left,
+                window_right) -> (dq, dk, dv)
 q, o, dout, dq: [batch, local_seq, heads, head_dim]; k, v, dk, dv: [batch, local_seq, kv_heads,
 head_dim] (any positive strides); lse: [batch, heads, local_seq], fp32 (fp64 for fp64 inputs).
 `comm` is a communicator id (_comm.Communicator.id), `schedule` an executor name (never
 "auto": distattn.attention resolves it), `scale` 0.0 for 1/sqrt(head_dim), `window_left`/`window_right` the key window in tokens (the
 query at global position p sees keys in [p - window_left, p + window_right]; -1 leaves a side
-unbounded; the library clips window_right to 0 when causal).
+unbounded; the library clips window_right to 0 when causal). `cu_seqlens` (optional, int32 or
+int64, any device) holds the packed documents' global offsets: the first 0, non-decreasing, the
+last the global sequence length (the library checks the values on every rank).
 
 One registration path per torch API, chosen by feature detection:
   torch >= 2.4: torch.library.custom_op + register_fake + register_autograd;
@@ -18,7 +20,12 @@ One registration path per torch API, chosen by feature detection:
   fake implementation) and a torch.autograd.Function calling the ops.
 
 Executors are cached by (communicator, schedule, dtype, shape, causal, scale, window): shapes
-are per call. Saved inputs: an executor keeps what its last forward derived from q, k, v for its
+are per call. Documents are not part of the key: every batch packs them differently, so a
+cached executor is given the call's offsets (distattn_attention_set_documents, collective)
+when they differ from those it holds. A backward whose documents are no longer the
+executor's (another batch's forward ran in between) sets them back and runs the forward
+again first: the library refuses a backward after a documents change without a forward,
+since o and lse belong to the documents of their forward. Saved inputs: an executor keeps what its last forward derived from q, k, v for its
 backward. Before each backward the package compares the backward's q, k, v (data pointer
 and torch version counter) with those of the executor's last forward and calls
 distattn_attention_invalidate_saved when any differs; when they agree, the C ABI still
@@ -58,7 +65,20 @@ class Executor:
         _lib.check(L.distattn_attention_create(comm.handle, ctypes.byref(cfg), ctypes.byref(h)))
         self._h, self.comm, self.local_seq = h, comm, local_seq
         self.last_forward = None  # (data_ptr, _version) of the last forward's q, k, v
+        self.documents = None  # the offsets the handle holds (int64 CPU tensor), None: one sequence
         self._positions = {}
+
+    def use_documents(self, offsets):
+        """Makes `offsets` (None or an int64 CPU tensor) the handle's documents; True when they
+        changed (collective then: every rank passes the same offsets in the same call)."""
+        if (offsets is None and self.documents is None) or (
+                offsets is not None and self.documents is not None and torch.equal(offsets, self.documents)):
+            return False
+        n = 0 if offsets is None else offsets.numel() - 1
+        ptr = None if offsets is None else ctypes.cast(offsets.data_ptr(), ctypes.POINTER(ctypes.c_int64))
+        _lib.check(_lib.lib().distattn_attention_set_documents(self._h, ptr, n))
+        self.documents, self.last_forward = offsets, None
+        return True
 
     @property
     def handle(self):
@@ -133,8 +153,14 @@ def _executor_for(q, k, comm, schedule, causal, scale, window_left, window_right
     return executor(comm, schedule, q.dtype, b, s, h, k.shape[2], d, causal, scale, window_left, window_right)
 
 
-def fwd_impl(q, k, v, comm, schedule, causal, scale, window_left, window_right):
-    e = _executor_for(q, k, comm, schedule, causal, scale, window_left, window_right)
+def host_offsets(cu_seqlens):
+    """cu_seqlens as the C ABI reads them: int64 in host memory, contiguous (None stays None)."""
+    if cu_seqlens is None:
+        return None
+    return cu_seqlens.detach().to(device="cpu", dtype=torch.int64).contiguous()
+
+
+def _forward(e, q, k, v):
     b, s, h, _ = q.shape
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((b, h, s), dtype=lse_dtype(q.dtype), device=q.device)
@@ -145,8 +171,16 @@ def fwd_impl(q, k, v, comm, schedule, causal, scale, window_left, window_right):
     return o, lse
 
 
-def bwd_impl(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right):
+def fwd_impl(q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left, window_right):
     e = _executor_for(q, k, comm, schedule, causal, scale, window_left, window_right)
+    e.use_documents(host_offsets(cu_seqlens))
+    return _forward(e, q, k, v)
+
+
+def bwd_impl(dout, q, k, v, o, lse, cu_seqlens, comm, schedule, causal, scale, window_left, window_right):
+    e = _executor_for(q, k, comm, schedule, causal, scale, window_left, window_right)
+    if e.use_documents(host_offsets(cu_seqlens)):
+        _forward(e, q, k, v)  # the library's state for these documents (its o and lse equal the saved ones)
     if e.last_forward != _stamp(q, k, v):
         _lib.check(_lib.lib().distattn_attention_invalidate_saved(e.handle))
     dq, dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (q, k, v))
@@ -156,57 +190,60 @@ def bwd_impl(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, 
     return dq, dk, dv
 
 
-def fwd_fake(q, k, v, comm, schedule, causal, scale, window_left, window_right):
+def fwd_fake(q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left, window_right):
     b, s, h, _ = q.shape
     return q.new_empty(q.shape), q.new_empty((b, h, s), dtype=lse_dtype(q.dtype))
 
 
-def bwd_fake(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right):
+def bwd_fake(dout, q, k, v, o, lse, cu_seqlens, comm, schedule, causal, scale, window_left, window_right):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
 
 
-FWD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, int comm, str schedule, bool causal, float scale, "
-              "int window_left, int window_right) -> (Tensor, Tensor)")
-BWD_SCHEMA = ("(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, int comm, str schedule, "
-              "bool causal, float scale, int window_left, int window_right) -> (Tensor, Tensor, Tensor)")
-N_OPTS = 6  # the non-tensor inputs of attention_fwd (comm ... window_right): no gradient
+FWD_SCHEMA = ("(Tensor q, Tensor k, Tensor v, Tensor? cu_seqlens, int comm, str schedule, bool causal, "
+              "float scale, int window_left, int window_right) -> (Tensor, Tensor)")
+BWD_SCHEMA = ("(Tensor dout, Tensor q, Tensor k, Tensor v, Tensor o, Tensor lse, Tensor? cu_seqlens, int comm, "
+              "str schedule, bool causal, float scale, int window_left, int window_right) "
+              "-> (Tensor, Tensor, Tensor)")
+N_OPTS = 7  # the inputs of attention_fwd after v (cu_seqlens ... window_right): no gradient
 
 if USE_CUSTOM_OP:
-    from typing import Tuple
+    from typing import Optional, Tuple
 
     Tensor = torch.Tensor
 
     @torch.library.custom_op("distattn::attention_fwd", mutates_args=())
-    def attention_fwd(q: Tensor, k: Tensor, v: Tensor, comm: int, schedule: str, causal: bool,
-                      scale: float, window_left: int, window_right: int) -> Tuple[Tensor, Tensor]:
-        return fwd_impl(q, k, v, comm, schedule, causal, scale, window_left, window_right)
+    def attention_fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Optional[Tensor], comm: int, schedule: str,
+                      causal: bool, scale: float, window_left: int, window_right: int) -> Tuple[Tensor, Tensor]:
+        return fwd_impl(q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left, window_right)
 
     @torch.library.custom_op("distattn::attention_bwd", mutates_args=())
-    def attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor, comm: int,
-                      schedule: str, causal: bool, scale: float, window_left: int,
-                      window_right: int) -> Tuple[Tensor, Tensor, Tensor]:
-        return bwd_impl(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right)
+    def attention_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, lse: Tensor,
+                      cu_seqlens: Optional[Tensor], comm: int, schedule: str, causal: bool, scale: float,
+                      window_left: int, window_right: int) -> Tuple[Tensor, Tensor, Tensor]:
+        return bwd_impl(dout, q, k, v, o, lse, cu_seqlens, comm, schedule, causal, scale, window_left,
+                        window_right)
 
     torch.library.register_fake("distattn::attention_fwd", fwd_fake)
     torch.library.register_fake("distattn::attention_bwd", bwd_fake)
 
     def _setup_context(ctx, inputs, output):
-        q, k, v, comm, schedule, causal, scale, window_left, window_right = inputs
+        q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left, window_right = inputs
         o, lse = output
-        ctx.save_for_backward(q, k, v, o, lse)
+        ctx.save_for_backward(q, k, v, o, lse, cu_seqlens)
         ctx.opts = (comm, schedule, causal, scale, window_left, window_right)
 
     def _backward(ctx, dout, dlse):
-        q, k, v, o, lse = ctx.saved_tensors
+        q, k, v, o, lse, cu_seqlens = ctx.saved_tensors
         if dout is None:
             return (None,) * (3 + N_OPTS)
-        dq, dk, dv = torch.ops.distattn.attention_bwd(dout, q, k, v, o, lse, *ctx.opts)
+        dq, dk, dv = torch.ops.distattn.attention_bwd(dout, q, k, v, o, lse, cu_seqlens, *ctx.opts)
         return (dq, dk, dv) + (None,) * N_OPTS
 
     torch.library.register_autograd("distattn::attention_fwd", _backward, setup_context=_setup_context)
 
-    def attention_op(q, k, v, comm, schedule, causal, scale, window_left=-1, window_right=-1):
-        return torch.ops.distattn.attention_fwd(q, k, v, comm, schedule, causal, scale, window_left, window_right)
+    def attention_op(q, k, v, comm, schedule, causal, scale, window_left=-1, window_right=-1, cu_seqlens=None):
+        return torch.ops.distattn.attention_fwd(q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left,
+                                                window_right)
 
 else:
     _library = torch.library.Library("distattn", "DEF")
@@ -223,19 +260,19 @@ else:
 
     class _Attention(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, comm, schedule, causal, scale, window_left, window_right):
-            o, lse = torch.ops.distattn.attention_fwd(q, k, v, comm, schedule, causal, scale, window_left,
-                                                      window_right)
-            ctx.save_for_backward(q, k, v, o, lse)
+        def forward(ctx, q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left, window_right):
+            o, lse = torch.ops.distattn.attention_fwd(q, k, v, cu_seqlens, comm, schedule, causal, scale,
+                                                      window_left, window_right)
+            ctx.save_for_backward(q, k, v, o, lse, cu_seqlens)
             ctx.opts = (comm, schedule, causal, scale, window_left, window_right)
             ctx.mark_non_differentiable(lse)
             return o, lse
 
         @staticmethod
         def backward(ctx, dout, dlse):
-            q, k, v, o, lse = ctx.saved_tensors
-            dq, dk, dv = torch.ops.distattn.attention_bwd(dout, q, k, v, o, lse, *ctx.opts)
+            q, k, v, o, lse, cu_seqlens = ctx.saved_tensors
+            dq, dk, dv = torch.ops.distattn.attention_bwd(dout, q, k, v, o, lse, cu_seqlens, *ctx.opts)
             return (dq, dk, dv) + (None,) * N_OPTS
 
-    def attention_op(q, k, v, comm, schedule, causal, scale, window_left=-1, window_right=-1):
-        return _Attention.apply(q, k, v, comm, schedule, causal, scale, window_left, window_right)
+    def attention_op(q, k, v, comm, schedule, causal, scale, window_left=-1, window_right=-1, cu_seqlens=None):
+        return _Attention.apply(q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left, window_right)

@@ -36,32 +36,43 @@ def rand(*shape, dtype=torch.float64):
     return torch.randn(*shape, generator=GEN, dtype=torch.float64).to(dtype)
 
 
-def allowed(S, causal=True, window=None):
+def allowed(S, causal=True, window=None, docs=None):
     """The dense [query, key] mask of S global positions, built here from the definition and
     nowhere else: key j is seen from query p iff p - left <= j <= p + right (window None:
-    unbounded; an int W: (W, 0)) and, when causal, j <= p."""
+    unbounded; an int W: (W, 0)), when causal j <= p, and with documents (a list of global
+    offsets) j lies in p's document."""
     left, right = (S, S) if window is None else (window, 0) if isinstance(window, int) else window
     p = torch.arange(S)[:, None]
     j = torch.arange(S)[None, :]
     ok = (j >= p - left) & (j <= p + right)
+    if docs is not None:
+        doc = torch.tensor([sum(1 for x in docs[1:] if x <= i) for i in range(S)])  # document of each position
+        ok = ok & (doc[:, None] == doc[None, :])
     return ok & (j <= p) if causal else ok
 
 
-def reference(q, k, v, causal=True, scale=None, window=None):
+def random_documents(S):
+    """Fresh global offsets over S tokens, the same on every rank: a one-token document first,
+    then documents of random lengths (some inside a rank's tokens, some across ranks)."""
+    cuts = torch.randint(2, S, (max(1, S // 6),), generator=GEN).tolist()
+    return [0, 1] + sorted(set(cuts)) + [S]
+
+
+def reference(q, k, v, causal=True, scale=None, window=None, docs=None):
     """Plain softmax(q k^T * scale) v in float64 on global [b, S, h, d] tensors, with lse, under
     the mask `allowed` builds (every query sees at least its own key)."""
     q, k, v = (t.to(torch.float64) for t in (q, k, v))
     h, hk, d = q.shape[2], k.shape[2], q.shape[3]
     k, v = (t.repeat_interleave(h // hk, dim=2) for t in (k, v))
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale or 1.0 / math.sqrt(d))
-    s = s.masked_fill(~allowed(q.shape[1], causal, window), float("-inf"))
+    s = s.masked_fill(~allowed(q.shape[1], causal, window, docs), float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
     return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), v), lse
 
 
-def reference_grads(q, k, v, do, causal=True, scale=None, window=None):
+def reference_grads(q, k, v, do, causal=True, scale=None, window=None, docs=None):
     q, k, v = (t.detach().to(torch.float64).requires_grad_() for t in (q, k, v))
-    o, lse = reference(q, k, v, causal, scale, window)
+    o, lse = reference(q, k, v, causal, scale, window, docs)
     o.backward(do.to(torch.float64))
     return o.detach(), lse.detach(), q.grad, k.grad, v.grad
 
@@ -89,13 +100,15 @@ SCHEDULES_FULL = ["zigzag", "ulysses", "grid2d-o", "grid2d-no"]
 
 
 def run_case(schedule, causal, dtype, b=2, S=None, h=4, hk=2, d=8, scale=None, layout="bshd", window=None,
-             ref_window="same"):
+             ref_window="same", docs=None, docs_dtype=torch.int64):
     """Distributed forward and backward against the float64 reference on fresh inputs. The
-    reference's window is `window` unless ref_window says otherwise."""
+    reference's window is `window` unless ref_window says otherwise; `docs` (global offsets)
+    go to distattn.attention as cu_seqlens of docs_dtype and to the reference."""
     S = S or 8 * P
     q, k, v, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
     ref_window = window if ref_window == "same" else ref_window
-    o_ref, lse_ref, dq_ref, dk_ref, dv_ref = reference_grads(q, k, v, do, causal, scale, ref_window)
+    o_ref, lse_ref, dq_ref, dk_ref, dv_ref = reference_grads(q, k, v, do, causal, scale, ref_window, docs)
+    cu_seqlens = None if docs is None else torch.tensor(docs, dtype=docs_dtype)
     sh = lambda x: distattn.shard(x.to(dtype), schedule=schedule, causal=causal, heads=h, kv_heads=hk)[0]
     ql, kl, vl, dol = (sh(t).requires_grad_() for t in (q, k, v)), None, None, sh(do)
     ql, kl, vl = ql
@@ -103,7 +116,7 @@ def run_case(schedule, causal, dtype, b=2, S=None, h=4, hk=2, d=8, scale=None, l
     if layout == "sbhd":
         args = tuple(t.detach().transpose(0, 1).contiguous().requires_grad_() for t in args)
     o, lse = distattn.attention(*args, schedule=schedule, causal=causal, scale=scale, layout=layout,
-                                return_lse=True, window=window)
+                                return_lse=True, window=window, cu_seqlens=cu_seqlens)
     if layout == "sbhd":
         o.backward(dol.transpose(0, 1))
         o = o.transpose(0, 1)
@@ -155,6 +168,93 @@ def test_window_every_schedule():
     return "max error " + ", ".join(lines)
 
 
+def test_documents_every_schedule():
+    """Packed documents (cu_seqlens) against the float64 reference with the block-diagonal
+    document mask, forward and backward, fresh random documents per case (a one-token document,
+    documents inside a rank's tokens and across ranks): every schedule causal, the full-attention
+    schedules without causality, documents + a causal window W=3 and + (2, 5) full, int32 and
+    int64 offsets, fp64 and fp32, sbhd and one document = the whole sequence."""
+    S = 8 * P
+    lines = []
+    for dtype in (torch.float64, torch.float32):
+        for causal, scheds, window in ((True, SCHEDULES_CAUSAL, None), (False, SCHEDULES_FULL, None),
+                                       (True, SCHEDULES_CAUSAL, 3), (False, SCHEDULES_FULL, (2, 5))):
+            for s in scheds:
+                err = max(run_case(s, causal, dtype, window=window, docs=random_documents(S), docs_dtype=dd)
+                          for dd in (torch.int32, torch.int64))
+                lines.append(f"{s}/{'causal' if causal else 'full'}/w={window}/{str(dtype)[6:]}: {err:.1e}")
+    run_case("zigzag", True, torch.float64, layout="sbhd", docs=random_documents(S))
+    run_case("ulysses", False, torch.float64, docs=[0, S])
+    run_case("grid2d-o", True, torch.float64, S=24 * P, docs=random_documents(24 * P))
+    return "max error " + ", ".join(lines)
+
+
+def test_documents_change_between_steps():
+    """A training loop: every step packs other documents (and one step none) into tensors of one
+    shape, so one cached executor per schedule serves them all (the cache does not grow); each
+    step's forward and backward match the reference of its documents. Then two batches with
+    different documents in one graph: backward runs the second's first, so the first's must set
+    its documents back (and run its forward again) to get its own gradients."""
+    b, S, h, hk, d = 1, 8 * P, 2 * P, P, 8
+    for schedule in ("zigzag", "ulysses", "grid2d-o", "hybrid", "balanced"):
+        sh = lambda x: distattn.shard(x, schedule=schedule, heads=h, kv_heads=hk)[0]
+        un = lambda x: distattn.unshard(x, schedule=schedule, heads=h, kv_heads=hk)
+        first = None
+        for step, docs in enumerate((random_documents(S), random_documents(S), None, random_documents(S))):
+            q, k, v, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
+            ins = [sh(t).requires_grad_() for t in (q, k, v)]
+            cu = None if docs is None else torch.tensor(docs, dtype=torch.int32)
+            o = distattn.attention(*ins, schedule=schedule, cu_seqlens=cu)
+            o.backward(sh(do))
+            refs = reference_grads(q, k, v, do, docs=docs)
+            close(f"{schedule} step {step} o", un(o.detach()), refs[0], 1e-10)
+            for name, t, ref in zip(("dq", "dk", "dv"), ins, refs[2:]):
+                close(f"{schedule} step {step} {name}", un(t.grad), ref, 1e-9)
+            e = _ops._executor_for(ins[0], ins[1], distattn._comm.get(None).id, schedule, True, 0.0, -1, -1)
+            first = first or e
+            assert e is first, f"{schedule}: a new executor at step {step}"
+        docs = [random_documents(S), random_documents(S)]
+        q, k, v, do = ([rand(b, S, hh, d) for _ in range(2)] for hh in (h, hk, hk, h))
+        ins = [[sh(t).requires_grad_() for t in (q[i], k[i], v[i])] for i in range(2)]
+        total = sum((distattn.attention(*ins[i], schedule=schedule, cu_seqlens=torch.tensor(docs[i]))
+                     * sh(do[i])).sum() for i in range(2))
+        total.backward()
+        # batch 0's backward ran last, under its own documents again
+        assert torch.equal(e.documents, torch.tensor(docs[0])), (e.documents, docs)
+        for i in range(2):
+            refs = reference_grads(q[i], k[i], v[i], do[i], docs=docs[i])[2:]
+            for name, t, ref in zip(("dq", "dk", "dv"), ins[i], refs):
+                close(f"{schedule} interleaved batch {i} {name}", un(t.grad), ref, 1e-9)
+    return "zigzag, ulysses, grid2d-o, hybrid, balanced; one executor each"
+
+
+def test_documents_bad_input():
+    """Bad cu_seqlens: the type locally (TypeError/ValueError naming cu_seqlens), the values by
+    the library on every rank (DistAttnInvalidArgument naming cu_seqlens and the fault): not
+    sorted, not starting at 0, a last offset that is not the sequence length, offsets that
+    differ across ranks. Afterwards the executor still computes with good documents."""
+    S = 8 * P
+    q, k = torch.zeros(1, 8, 2, 4, dtype=torch.float64), torch.zeros(1, 8, 1, 4, dtype=torch.float64)
+    A = lambda cu, causal=True: distattn.attention(q, k, k, schedule="zigzag", causal=causal, cu_seqlens=cu)
+    expect_error(TypeError, ["cu_seqlens", "float32"], lambda: A(torch.tensor([0.0, S])))
+    expect_error(TypeError, ["cu_seqlens", "int16"], lambda: A(torch.tensor([0, S], dtype=torch.int16)))
+    expect_error(TypeError, ["cu_seqlens", "list"], lambda: A([0, S]))
+    expect_error(ValueError, ["cu_seqlens", "1-D"], lambda: A(torch.tensor([[0, S]])))
+    expect_error(ValueError, ["cu_seqlens", "1-D"], lambda: A(torch.tensor([0])))
+    bad = distattn.DistAttnInvalidArgument
+    expect_error(bad, ["cu_seqlens", "must not decrease", "5 then 3"], lambda: A(torch.tensor([0, 5, 3, S])))
+    expect_error(bad, ["cu_seqlens", "first offset must be 0"], lambda: A(torch.tensor([1, S])))
+    expect_error(bad, ["cu_seqlens", "last offset", str(S + 1)], lambda: A(torch.tensor([0, S + 1])))
+    expect_error(bad, ["cu_seqlens", "last offset", str(S - 1)], lambda: A(torch.tensor([0, S - 1]), causal=False))
+    if P > 1:
+        expect_error(distattn.DistAttnError, ["cu_seqlens", "hash"],
+                     lambda: A(torch.tensor([0, 3 if RANK == 0 else 4, S])))
+        expect_error(distattn.DistAttnError, ["num_documents"],
+                     lambda: A(torch.tensor([0, 3, S] if RANK == 0 else [0, 3, 5, S])))
+    run_case("zigzag", True, torch.float64, docs=random_documents(S))
+    return "type checks local; value checks agreed by the library on every rank"
+
+
 def test_layout_scale_shapes():
     """sbhd layout, an explicit scale, and shapes changing from call to call (executors cached)."""
     run_case("zigzag", True, torch.float64, layout="sbhd")
@@ -180,7 +280,13 @@ def test_gradcheck():
             un = lambda x: distattn.unshard(x, schedule=schedule, causal=causal)
             o_ref = reference(*(un(t.detach()) for t in (q, k, v)), causal=causal, window=window)[0]
             close(f"{schedule} {causal} {window} o", un(fn(q, k, v).detach()), o_ref, 1e-12)
-    return "zigzag, ulysses, grid2d-o; causal and full; unwindowed and windowed"
+        for causal in (True, False):  # documents [0, 2), [2, 3), [3, 6)
+            q = rand(1, 6, 2, 3).requires_grad_()
+            k, v = rand(1, 6, 1, 3).requires_grad_(), rand(1, 6, 1, 3).requires_grad_()
+            cu = torch.tensor([0, 2, 3, 6])
+            fn = lambda q, k, v: distattn.attention(q, k, v, schedule=schedule, causal=causal, cu_seqlens=cu)
+            assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-6, atol=1e-8, rtol=1e-6), (schedule, "documents")
+    return "zigzag, ulysses, grid2d-o; causal and full; unwindowed, windowed, with documents"
 
 
 def test_stale_saved_inputs():
@@ -197,12 +303,12 @@ def test_stale_saved_inputs():
             q2, k2, v2, do = rand(b, S, h, d), rand(b, S, hk, d), rand(b, S, hk, d), rand(b, S, h, d)
             ql, kl, vl = sh(q1), sh(k1), sh(v1)
             comm = distattn._comm.get(None).id
-            _ops.fwd_impl(ql, kl, vl, comm, schedule, True, 0.0, -1, -1)  # E saves state for values 1
+            _ops.fwd_impl(ql, kl, vl, None, comm, schedule, True, 0.0, -1, -1)  # E saves state for values 1
             for t, new in ((ql, q2), (kl, k2), (vl, v2)):
                 (t.data if via_data else t).copy_(sh(new))
-            o2, lse2 = _ops.fwd_impl(ql.clone(), kl.clone(), vl.clone(), comm, schedule, True,
+            o2, lse2 = _ops.fwd_impl(ql.clone(), kl.clone(), vl.clone(), None, comm, schedule, True,
                                      1.0 / math.sqrt(d), -1, -1)
-            dq, dk, dv = _ops.bwd_impl(sh(do), ql, kl, vl, o2, lse2, comm, schedule, True, 0.0, -1, -1)
+            dq, dk, dv = _ops.bwd_impl(sh(do), ql, kl, vl, o2, lse2, None, comm, schedule, True, 0.0, -1, -1)
             _, _, dq_ref, dk_ref, dv_ref = reference_grads(q2, k2, v2, do)
             un = lambda x: distattn.unshard(x, schedule=schedule, heads=h, kv_heads=hk)
             for name, g, ref in (("dq", dq, dq_ref), ("dk", dk, dk_ref), ("dv", dv, dv_ref)):
@@ -247,8 +353,7 @@ def test_bad_input():
     expect_error(ValueError, ["schedule", "ringg"], lambda: A(q, k, k, schedule="ringg"))
     expect_error(ValueError, ["layout", "bhsd"], lambda: A(q, k, k, layout="bhsd"))
     expect_error(ValueError, ["scale"], lambda: A(q, k, k, scale=-1.0))
-    expect_error(NotImplementedError, ["cu_seqlens", "#37"], lambda: A(q, k, k, cu_seqlens=torch.zeros(2)))
-    expect_error(NotImplementedError, ["thd", "#37"], lambda: A(q, k, k, layout="thd"))
+    expect_error(NotImplementedError, ["thd", "cu_seqlens"], lambda: A(q, k, k, layout="thd"))
     bad_windows = (-1, -3, (2, -1), (-1, -1), (1,), (1, 2, 3), 2.0, (1.0, 0), "3", True, (True, 0), [None, 1],
                    {1: 2}, 2**63)
     for w in bad_windows:
@@ -268,7 +373,7 @@ def test_bad_input():
         expect_error(distattn.DistAttnError, ["local_seq"], lambda: A(qr, kr, kr, schedule="zigzag"))
     # and the package still works afterwards
     run_case("zigzag", True, torch.float64)
-    return f"{13 + 2 * len(bad_windows)} local checks, C ABI errors on every rank"
+    return f"{12 + 2 * len(bad_windows)} local checks, C ABI errors on every rank"
 
 
 def test_fake_and_module():
@@ -276,9 +381,9 @@ def test_fake_and_module():
     and the position ids cover the sequence once."""
     q = torch.empty(2, 6, 4, 8, device="meta", dtype=torch.float32)
     k = torch.empty(2, 6, 2, 8, device="meta", dtype=torch.float32)
-    o, lse = torch.ops.distattn.attention_fwd(q, k, k, 1, "zigzag", True, 0.0, 3, 0)
+    o, lse = torch.ops.distattn.attention_fwd(q, k, k, None, 1, "zigzag", True, 0.0, 3, 0)
     assert o.shape == q.shape and o.device.type == "meta" and lse.shape == (2, 4, 6) and lse.dtype == torch.float32
-    dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, 1, "zigzag", True, 0.0, 3, 0)
+    dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, None, 1, "zigzag", True, 0.0, 3, 0)
     assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
     m = distattn.DistributedAttention(schedule="zigzag")
     S = 8 * P
@@ -306,10 +411,12 @@ def test_custom_op_path():
     q = distattn.shard(rand(1, 8 * P, 2, 4), schedule="zigzag")[0].requires_grad_()
     k = distattn.shard(rand(1, 8 * P, 1, 4), schedule="zigzag")[0].requires_grad_()
     comm = distattn._comm.get(None).id
-    for w in ((-1, -1), (3, 0)):
-        torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, k, comm, "zigzag", True, 0.0) + w,
-                              test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
-    return "opcheck passed (unbounded and window (3, 0))"
+    for cu in (None, torch.tensor([0, 3, 8 * P], dtype=torch.int32)):
+        for w in ((-1, -1), (3, 0)):
+            torch.library.opcheck(torch.ops.distattn.attention_fwd.default,
+                                  (q, k, k, cu, comm, "zigzag", True, 0.0) + w,
+                                  test_utils=("test_schema", "test_faketensor", "test_autograd_registration"))
+    return "opcheck passed (unbounded and window (3, 0); without and with documents)"
 
 
 def test_torch_group():
@@ -363,6 +470,7 @@ def test_torch_group():
 
 
 TESTS = [test_bad_input, test_fake_and_module, test_reference_every_schedule, test_window_every_schedule,
+         test_documents_every_schedule, test_documents_change_between_steps, test_documents_bad_input,
          test_layout_scale_shapes,
          test_gradcheck, test_stale_saved_inputs, test_shared_executor_two_layers, test_custom_op_path,
          test_torch_group]

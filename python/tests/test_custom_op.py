@@ -25,7 +25,7 @@ if not distattn.USE_CUSTOM_OP:
     sys.exit(0)
 
 
-def _scores(q, k, causal, scale, window_left, window_right):
+def _scores(q, k, cu_seqlens, causal, scale, window_left, window_right):
     h, hk, d = q.shape[2], k.shape[2], q.shape[3]
     k = k.repeat_interleave(h // hk, dim=2)
     s = torch.einsum("bqhd,bkhd->bhqk", q, k) * (scale or 1.0 / math.sqrt(d))
@@ -39,21 +39,24 @@ def _scores(q, k, causal, scale, window_left, window_right):
         ok = ok & (j <= p + window_right)
     if causal:
         ok = ok & (j <= p)
+    if cu_seqlens is not None:  # the document of each position: how many offsets after the first it has passed
+        doc = (torch.arange(n, device=q.device)[:, None] >= cu_seqlens[1:].to(q.device)[None, :]).sum(1)
+        ok = ok & (doc[:, None] == doc[None, :])
     return s.masked_fill(~ok, float("-inf"))
 
 
-def fwd_standin(q, k, v, comm, schedule, causal, scale, window_left, window_right):
-    s = _scores(q, k, causal, scale, window_left, window_right)
+def fwd_standin(q, k, v, cu_seqlens, comm, schedule, causal, scale, window_left, window_right):
+    s = _scores(q, k, cu_seqlens, causal, scale, window_left, window_right)
     lse = torch.logsumexp(s, dim=-1)
     vv = v.repeat_interleave(q.shape[2] // v.shape[2], dim=2)
     o = torch.einsum("bhqk,bkhd->bqhd", torch.exp(s - lse[..., None]), vv)
     return o.contiguous(), lse.to(_ops.lse_dtype(q.dtype)).contiguous()
 
 
-def bwd_standin(dout, q, k, v, o, lse, comm, schedule, causal, scale, window_left, window_right):
+def bwd_standin(dout, q, k, v, o, lse, cu_seqlens, comm, schedule, causal, scale, window_left, window_right):
     g = q.shape[2] // k.shape[2]
     sc = scale or 1.0 / math.sqrt(q.shape[3])
-    p = torch.exp(_scores(q, k, causal, scale, window_left, window_right) - lse[..., None].to(q.dtype))
+    p = torch.exp(_scores(q, k, cu_seqlens, causal, scale, window_left, window_right) - lse[..., None].to(q.dtype))
     vv, kk = (t.repeat_interleave(g, dim=2) for t in (v, k))
     dvv = torch.einsum("bhqk,bqhd->bkhd", p, dout)
     dp = torch.einsum("bqhd,bkhd->bhqk", dout, vv)
@@ -92,14 +95,16 @@ def t_opcheck():
     q = torch.randn(1, 6, 4, 8, dtype=torch.float64, requires_grad=True)
     k = torch.randn(1, 6, 2, 8, dtype=torch.float64, requires_grad=True)
     v = torch.randn(1, 6, 2, 8, dtype=torch.float64, requires_grad=True)
-    for w in ((-1, -1), (2, 0), (1, 3)):
-        torch.library.opcheck(torch.ops.distattn.attention_fwd.default, (q, k, v, 1, "zigzag", w[1] == 0, 0.0) + w)
-        o, lse = torch.ops.distattn.attention_fwd(q, k, v, 1, "zigzag", w[1] == 0, 0.0, *w)
-        do = torch.randn_like(o)
-        torch.library.opcheck(torch.ops.distattn.attention_bwd.default,
-                              (do, q.detach(), k.detach(), v.detach(), o.detach(), lse.detach(), 1, "zigzag",
-                               w[1] == 0, 0.0) + w)
-    return "attention_fwd and attention_bwd; unbounded, causal (2, 0), full (1, 3) windows"
+    for cu in (None, torch.tensor([0, 2, 3, 6], dtype=torch.int32)):
+        for w in ((-1, -1), (2, 0), (1, 3)):
+            torch.library.opcheck(torch.ops.distattn.attention_fwd.default,
+                                  (q, k, v, cu, 1, "zigzag", w[1] == 0, 0.0) + w)
+            o, lse = torch.ops.distattn.attention_fwd(q, k, v, cu, 1, "zigzag", w[1] == 0, 0.0, *w)
+            do = torch.randn_like(o)
+            torch.library.opcheck(torch.ops.distattn.attention_bwd.default,
+                                  (do, q.detach(), k.detach(), v.detach(), o.detach(), lse.detach(), cu, 1,
+                                   "zigzag", w[1] == 0, 0.0) + w)
+    return "attention_fwd and attention_bwd; unbounded, causal (2, 0), full (1, 3) windows; without and with documents"
 
 
 def t_gradcheck():
@@ -107,17 +112,18 @@ def t_gradcheck():
     k = torch.randn(1, 4, 1, 3, dtype=torch.float64, requires_grad=True)
     v = torch.randn(1, 4, 1, 3, dtype=torch.float64, requires_grad=True)
     for causal, window in ((True, None), (False, None), (True, 2), (False, (1, 2))):
-        assert torch.autograd.gradcheck(lambda q, k, v: distattn.attention(q, k, v, causal=causal, window=window),
-                                        (q, k, v))
+        for cu in (None, torch.tensor([0, 1, 4])):
+            assert torch.autograd.gradcheck(
+                lambda q, k, v: distattn.attention(q, k, v, causal=causal, window=window, cu_seqlens=cu), (q, k, v))
 
 
 def t_fake():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():
         q, k = torch.empty(2, 5, 4, 8), torch.empty(2, 5, 2, 8)
-        o, lse = torch.ops.distattn.attention_fwd(q, k, k, 1, "zigzag", True, 0.0, 3, 0)
+        o, lse = torch.ops.distattn.attention_fwd(q, k, k, None, 1, "zigzag", True, 0.0, 3, 0)
         assert o.shape == q.shape and lse.shape == (2, 4, 5) and lse.dtype == torch.float32
-        dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, 1, "zigzag", True, 0.0, 3, 0)
+        dq, dk, dv = torch.ops.distattn.attention_bwd(o, q, k, k, o, lse, None, 1, "zigzag", True, 0.0, 3, 0)
         assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == k.shape
 
 
@@ -130,28 +136,33 @@ class Block(torch.nn.Module):
         self.attn = distattn.DistributedAttention(schedule="zigzag", window=5)
         self.wo = torch.nn.Linear(d, d)
 
-    def forward(self, x):
+    def forward(self, x, cu_seqlens=None):
         b, s, _ = x.shape
         q = self.wq(x).view(b, s, self.h, self.dh)
         k, v = self.wkv(x).view(b, s, 2, self.hk, self.dh).unbind(2)
-        return x + self.wo(self.attn(q, k, v).reshape(b, s, -1))
+        return x + self.wo(self.attn(q, k, v, cu_seqlens=cu_seqlens).reshape(b, s, -1))
 
 
 def t_compile():
     m = Block()
     x = torch.randn(2, 16, 32, requires_grad=True)
-    ref = m(x)
-    ref.sum().backward()
-    g_ref = x.grad.clone()
-    x.grad = None
-    ex = torch._dynamo.explain(m)(x)
-    assert ex.graph_break_count == 0, f"{ex.graph_break_count} graph breaks: {ex.break_reasons}"
-    cm = torch.compile(m, fullgraph=True)
-    out = cm(x)
-    out.sum().backward()
-    torch.testing.assert_close(out, ref)
-    torch.testing.assert_close(x.grad, g_ref)
-    return f"{ex.graph_count} graph(s), {ex.graph_break_count} graph breaks; compiled forward and backward match eager"
+    notes = []
+    for cu in (None, torch.tensor([0, 5, 6, 16], dtype=torch.int32)):
+        x.grad = None
+        ref = m(x, cu)
+        ref.sum().backward()
+        g_ref = x.grad.clone()
+        x.grad = None
+        ex = torch._dynamo.explain(m)(x, cu)
+        assert ex.graph_break_count == 0, f"{ex.graph_break_count} graph breaks: {ex.break_reasons}"
+        cm = torch.compile(m, fullgraph=True)
+        out = cm(x, cu)
+        out.sum().backward()
+        torch.testing.assert_close(out, ref)
+        torch.testing.assert_close(x.grad, g_ref)
+        notes.append(f"{'with' if cu is not None else 'without'} documents: {ex.graph_count} graph(s), "
+                     f"{ex.graph_break_count} graph breaks")
+    return "; ".join(notes) + "; compiled forward and backward match eager"
 
 
 check("opcheck", t_opcheck)

@@ -33,6 +33,7 @@ enum class Entry : std::int64_t {
   AttentionCreate = 3,
   Forward         = 4,
   Backward        = 5,
+  SetDocuments    = 6,
 };
 
 /// "distattn_attention_forward" for Entry::Forward ("an unknown call" if none).

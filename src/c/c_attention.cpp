@@ -103,15 +103,6 @@ std::int64_t field_bits(double v) {
   return b;
 }
 
-/// The most documents a config may name (as many as ExecutorOptions::documents takes).
-constexpr std::int64_t kMaxDocuments = std::int64_t(1) << 30;
-
-/// The caller's document offsets; empty without documents, and where the count or
-/// the pointer cannot be read (check_config reports those on every rank).
-std::vector<std::int64_t> read_offsets(const RawConfig& c) {
-  if (c.cu_seqlens == nullptr || c.num_documents <= 0 || c.num_documents > kMaxDocuments) return {};
-  return {c.cu_seqlens, c.cu_seqlens + c.num_documents + 1};
-}
 
 /// The values create agrees on: every AGREED field, and the offsets behind
 /// cu_seqlens as one hash (the agreement exchanges fixed-size fields).
@@ -172,18 +163,8 @@ void check_config(const char* where, const RawConfig& c, const std::vector<std::
   DISTATTN_REQUIRE(c.window_left >= -1 && c.window_right >= -1, where,
                    "config->window_left = " << c.window_left << ", window_right = " << c.window_right
                                             << ": each must be >= 0 tokens, or -1 for unbounded");
-  DISTATTN_REQUIRE(c.num_documents >= 0 && c.num_documents <= kMaxDocuments, where,
-                   "config->num_documents = " << c.num_documents << " must lie in [0, " << kMaxDocuments
-                                              << "]: the documents of config->cu_seqlens (0: none)");
-  if (c.num_documents > 0) {
-    DISTATTN_REQUIRE(c.cu_seqlens != nullptr, where,
-                     "config->cu_seqlens is NULL with config->num_documents = " << c.num_documents);
-    // The executors' own rule for offsets, reported under the C field's name.
-    ExecutorOptions o;
-    o.causal    = c.causal != 0;
-    o.documents = offsets;
-    check_shared_options((std::string(where) + ": config->cu_seqlens").c_str(), o, c.local_seq * P);
-  }
+  check_documents(where, "config->cu_seqlens", "config->num_documents", c.cu_seqlens, c.num_documents, offsets,
+                  c.causal != 0, c.local_seq * P);
   if (c.executor == DISTATTN_HYBRID)
     DISTATTN_REQUIRE(c.hybrid_inner != DISTATTN_ULYSSES && c.hybrid_inner != DISTATTN_HYBRID, where,
                      "config->hybrid_inner = " << executor_name(c.hybrid_inner)
@@ -242,6 +223,28 @@ distattn_status pass_entry(distattn_attention attn, const char* where, F&& f) {
 }
 
 }  // namespace
+
+std::vector<std::int64_t> read_offsets(const std::int64_t* cu_seqlens, std::int64_t num_documents) {
+  if (cu_seqlens == nullptr || num_documents <= 0 || num_documents > kMaxDocuments) return {};
+  return {cu_seqlens, cu_seqlens + num_documents + 1};
+}
+
+void check_documents(const char* where, const char* offsets_name, const char* count_name,
+                     const std::int64_t* cu_seqlens, std::int64_t num_documents,
+                     const std::vector<std::int64_t>& offsets, bool causal, std::int64_t tokens) {
+  DISTATTN_REQUIRE(num_documents >= 0 && num_documents <= kMaxDocuments, where,
+                   count_name << " = " << num_documents << " must lie in [0, " << kMaxDocuments
+                              << "]: the documents of " << offsets_name << " (0: none)");
+  if (num_documents == 0) return;
+  DISTATTN_REQUIRE(cu_seqlens != nullptr, where,
+                   offsets_name << " is NULL with " << count_name << " = " << num_documents);
+  // The executors' own rule for offsets, reported under the C argument's name.
+  ExecutorOptions o;
+  o.causal    = causal;
+  o.documents = offsets;
+  check_shared_options((std::string(where) + ": " + offsets_name).c_str(), o, tokens);
+}
+
 }  // namespace DistAttn::CApi
 
 using namespace DistAttn;
@@ -273,7 +276,7 @@ distattn_status distattn_attention_create(distattn_comm comm, const distattn_att
     // A NULL config takes part in the agreement with zero fields; its rank's checks
     // fail, so every rank reports that.
     const RawConfig c                     = config ? read_config(config) : RawConfig{};
-    const std::vector<std::int64_t> offsets = read_offsets(c);
+    const std::vector<std::int64_t> offsets = read_offsets(c.cu_seqlens, c.num_documents);
     Agreement().run(comm->holder, where, Entry::AttentionCreate, config_fields(c, offsets), [&] {
       DISTATTN_REQUIRE(out != nullptr, where, "argument 'out' is NULL");
       DISTATTN_REQUIRE(config != nullptr, where, "argument 'config' is NULL");
@@ -292,6 +295,12 @@ distattn_status distattn_attention_destroy(distattn_attention attn) {
 
 distattn_status distattn_attention_invalidate_saved(distattn_attention attn) {
   return guarded([&] { checked(attn, "distattn_attention_invalidate_saved").invalidate_saved_inputs(); });
+}
+
+distattn_status distattn_attention_set_documents(distattn_attention attn, const int64_t* cu_seqlens,
+                                                int64_t num_documents) {
+  return pass_entry(attn, "distattn_attention_set_documents",
+                    [&](Attention& a) { a.set_documents(cu_seqlens, num_documents); });
 }
 
 distattn_status distattn_attention_positions(distattn_attention attn, int rank, int64_t* positions) {

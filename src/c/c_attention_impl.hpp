@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace DistAttn::CApi {
 
@@ -180,6 +181,21 @@ class TypedAttention final : public Attention {
   std::int64_t position(int rank, std::int64_t i) const override { return position_(*exec_, rank, i); }
   int comm_size() const override { return comm_->size(); }
   void invalidate_saved_inputs() override { exec_->invalidate_saved_inputs(); }
+
+  void set_documents(const std::int64_t* cu_seqlens, std::int64_t num_documents) override {
+    constexpr const char* where             = "distattn_attention_set_documents";
+    const std::vector<std::int64_t> offsets = read_offsets(cu_seqlens, num_documents);
+    agree_.run(*comm_, where, Entry::SetDocuments,
+               {{"num_documents", num_documents, FieldKind::Int},
+                {"cu_seqlens (hash of the offsets)", Impl::offsets_hash(offsets), FieldKind::Int}},
+               [&] {
+                 require_initialized(where);
+                 check_documents(where, "argument 'cu_seqlens'", "argument 'num_documents'", cu_seqlens,
+                                 num_documents, offsets, cfg_.causal != 0, cfg_.local_seq * comm_->size());
+               });
+    exec_->set_documents(offsets);
+    cfg_.num_documents = num_documents;
+  }
   std::int64_t local_seq() const override { return cfg_.local_seq; }
 
   void forward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v, const distattn_tensor& o,

@@ -165,6 +165,7 @@ const char* entry_name(std::int64_t entry) {
     case std::int64_t(Entry::AttentionCreate): return "distattn_attention_create";
     case std::int64_t(Entry::Forward): return "distattn_attention_forward";
     case std::int64_t(Entry::Backward): return "distattn_attention_backward";
+    case std::int64_t(Entry::SetDocuments): return "distattn_attention_set_documents";
     default: return "an unknown call";
   }
 }

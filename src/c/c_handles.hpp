@@ -14,6 +14,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 namespace DistAttn::CApi {
 
@@ -41,6 +42,9 @@ class Attention {
   virtual std::int64_t position(int rank, std::int64_t i) const = 0;
   virtual int comm_size() const = 0;
   virtual void invalidate_saved_inputs() = 0;
+  /// Collective: checks `offsets` (num_documents + 1 of them) on each rank, agrees
+  /// on them, then hands them to the executor (distattn_attention_set_documents).
+  virtual void set_documents(const std::int64_t* cu_seqlens, std::int64_t num_documents) = 0;
   virtual std::int64_t local_seq() const = 0;
   virtual void forward(const distattn_tensor& q, const distattn_tensor& k, const distattn_tensor& v,
                        const distattn_tensor& o, const distattn_tensor& lse, void* stream) = 0;
@@ -54,6 +58,20 @@ class Attention {
 /// explicit instantiation per dtype the build has). Collective over `comm`.
 template <class T>
 std::unique_ptr<Attention> make_attention(const CommHolder& comm, const distattn_attention_config& cfg);
+
+/// The most documents a config or distattn_attention_set_documents may name (as
+/// many as ExecutorOptions::documents takes).
+constexpr std::int64_t kMaxDocuments = std::int64_t(1) << 30;
+
+/// The caller's num_documents + 1 offsets; empty without documents, and where the
+/// count or the pointer cannot be read (check_documents reports those).
+std::vector<std::int64_t> read_offsets(const std::int64_t* cu_seqlens, std::int64_t num_documents);
+
+/// Local checks of documents over `tokens` global positions (InvalidArgument
+/// naming `offsets_name` or `count_name`); `offsets` is read_offsets' result.
+void check_documents(const char* where, const char* offsets_name, const char* count_name,
+                     const std::int64_t* cu_seqlens, std::int64_t num_documents,
+                     const std::vector<std::int64_t>& offsets, bool causal, std::int64_t tokens);
 
 /// Thrown for what this build lacks (DISTATTN_ERROR_UNSUPPORTED).
 class Unsupported : public Error {

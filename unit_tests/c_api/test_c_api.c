@@ -212,13 +212,28 @@ static const char* executor_name(distattn_executor e) {
   return names[e];
 }
 
+static void expect_error(distattn_status got, distattn_status want, const char* needle, const char* what);
+
+/* How check_executor_case runs its handle. */
+typedef enum {
+  /* create, forward, backward */
+  PLAIN,
+  /* The handle that runs the backward saw other data in the same buffers in its
+   * last forward (the caller recomputed new inputs in place), and the forward of
+   * the data it differentiates ran on a second handle: the backward must still
+   * be that of the new data. */
+  STALE,
+  /* The handle is created with other documents and runs a forward under them;
+   * distattn_attention_set_documents then gives it the case's documents. A
+   * backward before the next forward is refused on every rank; the forward and
+   * backward after it are those of the case's documents. */
+  REDOCUMENT
+} case_mode;
+
 /* One forward + backward of `executor` against the reference. */
-/* With `stale`, the handle that runs the backward saw other data in the same
- * buffers in its last forward (the caller recomputed new inputs in place), and
- * the forward of the data it differentiates ran on a second handle: the
- * backward must still be that of the new data. */
 static void check_executor_case(distattn_comm comm, distattn_executor executor, distattn_executor inner, int fp64,
-                                int causal, int stale) {
+                                int causal, case_mode mode) {
+  const int stale = mode == STALE;
   const int B = 2, c = 4, H = 6, D = 8, N = c * size_;
   /* Ulysses splits heads over the ranks: one K/V head divides every rank count. */
   const int Hkv = executor >= DISTATTN_ULYSSES ? 1 : 3;
@@ -236,6 +251,10 @@ static void check_executor_case(distattn_comm comm, distattn_executor executor, 
     memcpy(offsets, documents_, sizeof(int64_t) * (size_t)(num_documents_ + 1));
   }
   cfg.cu_seqlens = offsets, cfg.num_documents = num_documents_;
+  /* REDOCUMENT: created with no documents when the case has some, else with two. */
+  const int64_t created_with[] = {0, 1, N};
+  if (mode == REDOCUMENT) cfg.cu_seqlens = num_documents_ > 0 ? NULL : created_with;
+  if (mode == REDOCUMENT) cfg.num_documents = num_documents_ > 0 ? 0 : 2;
   distattn_attention attn = NULL;
   distattn_status st      = distattn_attention_create(comm, &cfg, &attn);
   if (offsets) memset(offsets, 0xff, sizeof(int64_t) * (size_t)(num_documents_ + 1));
@@ -292,6 +311,19 @@ static void check_executor_case(distattn_comm comm, distattn_executor executor, 
     scatter(&k, fp64, p.k, pos, B, c, N, Hkv, D);
     scatter(&v, fp64, p.v, pos, B, c, N, Hkv, D);
   }
+  if (mode == REDOCUMENT) {
+    st = distattn_attention_forward(attn, &tq, &tk, &tv, &to, &tl, NULL);
+    CHECK(st == DISTATTN_SUCCESS, "forward (created documents) %s: %s", executor_name(executor), distattn_last_error());
+    /* The offsets from a buffer freed right after the call: the library copies them. */
+    int64_t* next = num_documents_ > 0 ? malloc(sizeof(int64_t) * (size_t)(num_documents_ + 1)) : NULL;
+    if (next) memcpy(next, documents_, sizeof(int64_t) * (size_t)(num_documents_ + 1));
+    st = distattn_attention_set_documents(attn, next, num_documents_);
+    if (next) memset(next, 0xff, sizeof(int64_t) * (size_t)(num_documents_ + 1));
+    free(next);
+    CHECK(st == DISTATTN_SUCCESS, "set_documents %s: %s", executor_name(executor), distattn_last_error());
+    expect_error(distattn_attention_backward(attn, &tq, &tk, &tv, &to, &tdo, &tl, &tdq, &tdk, &tdv, NULL),
+                 DISTATTN_ERROR_INVALID_ARGUMENT, "forward", "backward after set_documents without a forward");
+  }
   st = distattn_attention_forward(attn, &tq, &tk, &tv, &to, &tl, NULL);
   CHECK(st == DISTATTN_SUCCESS, "forward %s: %s", executor_name(executor), distattn_last_error());
   if (stale) {
@@ -323,12 +355,13 @@ static void check_executor_case(distattn_comm comm, distattn_executor executor, 
           executor_name(executor), executor == DISTATTN_HYBRID ? "/" : "",
           executor == DISTATTN_HYBRID ? executor_name(inner) : "", fp64 ? "fp64" : "fp32", causal,
           (long long)window_left_, (long long)window_right_, (long long)num_documents_,
-          stale ? " (inputs recomputed in place)" : "", names[x], err[x], tol);
+          stale ? " (inputs recomputed in place)" : mode == REDOCUMENT ? " (documents set after create)" : "",
+          names[x], err[x], tol);
   if (rank_ == 0)
     printf("%-10s%-10s %s causal=%d window=%lld,%lld docs=%lld%s  rel_error O %.2e LSE %.2e dQ %.2e dK %.2e dV %.2e\n",
            executor_name(executor), executor == DISTATTN_HYBRID ? executor_name(inner) : "", fp64 ? "fp64" : "fp32",
            causal, (long long)window_left_, (long long)window_right_, (long long)num_documents_,
-           stale ? " recomputed" : "", err[0], err[1], err[2], err[3], err[4]);
+           stale ? " recomputed" : mode == REDOCUMENT ? " set_documents" : "", err[0], err[1], err[2], err[3], err[4]);
   CHECK(distattn_attention_invalidate_saved(attn) == DISTATTN_SUCCESS, "invalidate: %s", distattn_last_error());
 
   local_tensor* all[] = {&q, &k, &v, &o, &dout, &dq, &dk, &dv};
@@ -340,7 +373,7 @@ static void check_executor_case(distattn_comm comm, distattn_executor executor, 
 
 static void check_executor(distattn_comm comm, distattn_executor executor, distattn_executor inner, int fp64,
                            int causal) {
-  check_executor_case(comm, executor, inner, fp64, causal, 0);
+  check_executor_case(comm, executor, inner, fp64, causal, PLAIN);
 }
 
 /* ---- error paths: every rank gets the status and a message naming the argument ---- */
@@ -470,12 +503,31 @@ static void check_documents_errors(distattn_comm comm) {
              {whole, -1, 1, "num_documents = -1"},
              {NULL, 2, 1, "cu_seqlens NULL with num_documents = 2"}};
   distattn_attention attn = NULL;
+  /* The same offsets given to live handles (causal and full) by set_documents. */
+  distattn_attention live[2] = {NULL, NULL};
+  for (int causal = 0; causal <= 1; ++causal) {
+    distattn_attention_config cfg = small_config();
+    cfg.causal = causal;
+    CHECK(distattn_attention_create(comm, &cfg, &live[causal]) == DISTATTN_SUCCESS, "create: %s",
+          distattn_last_error());
+  }
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
     distattn_attention_config cfg = small_config();
     cfg.causal = bad[i].causal, cfg.cu_seqlens = bad[i].offsets, cfg.num_documents = bad[i].count;
     expect_error(distattn_attention_create(comm, &cfg, &attn), DISTATTN_ERROR_INVALID_ARGUMENT, "cu_seqlens",
                  bad[i].what);
     CHECK(attn == NULL, "%s: a failed create must leave *out NULL", bad[i].what);
+    char what[96];
+    snprintf(what, sizeof what, "set_documents: %s", bad[i].what);
+    expect_error(distattn_attention_set_documents(live[bad[i].causal], bad[i].offsets, bad[i].count),
+                 DISTATTN_ERROR_INVALID_ARGUMENT, "argument 'cu_seqlens'", what);
+    if (size_ > 1) {
+      snprintf(what, sizeof what, "set_documents: %s on the last rank", bad[i].what);
+      expect_error_naming_rank(distattn_attention_set_documents(live[bad[i].causal],
+                                                                rank_ == last ? bad[i].offsets : split,
+                                                                rank_ == last ? bad[i].count : 2),
+                               DISTATTN_ERROR_INVALID_ARGUMENT, "cu_seqlens", (int)last, what);
+    }
     if (size_ > 1) { /* the same on the last rank only */
       char what[96];
       snprintf(what, sizeof what, "%s on the last rank", bad[i].what);
@@ -499,7 +551,17 @@ static void check_documents_errors(distattn_comm comm) {
                              "config->cu_seqlens", (int)last, "cu_seqlens offsets differing on the last rank");
     CHECK(strstr(distattn_last_error(), "num_documents") == NULL, "only the offsets differ: %s",
           distattn_last_error());
+    expect_error_naming_rank(distattn_attention_set_documents(live[1], rank_ == last ? split : whole,
+                                                              rank_ == last ? 2 : 1),
+                             DISTATTN_ERROR_INVALID_ARGUMENT, "num_documents", (int)last,
+                             "set_documents: num_documents 2 on the last rank, 1 elsewhere");
+    expect_error_naming_rank(distattn_attention_set_documents(live[1], rank_ == last ? other_split : split, 2),
+                             DISTATTN_ERROR_INVALID_ARGUMENT, "cu_seqlens (hash", (int)last,
+                             "set_documents: offsets differing on the last rank");
   }
+  expect_error(distattn_attention_set_documents(NULL, split, 2), DISTATTN_ERROR_INVALID_ARGUMENT, "attn",
+               "set_documents: NULL attn");
+  for (int causal = 0; causal <= 1; ++causal) distattn_attention_destroy(live[causal]);
   /* Equal offsets at different addresses, and a causal padded tail: accepted. */
   int64_t* copy = malloc(sizeof split);
   memcpy(copy, split, sizeof split);
@@ -692,11 +754,11 @@ int main(int argc, char** argv) {
     check_executor(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, fp64, 0);
   }
   /* Inputs recomputed in place: the executors that keep forward state for backward. */
-  check_executor_case(comm, DISTATTN_ULYSSES, DISTATTN_RING_ZIGZAG, 1, 1, 1);
-  check_executor_case(comm, DISTATTN_GRID2D_O, DISTATTN_RING_ZIGZAG, 1, 1, 1);
-  check_executor_case(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, 1, 0, 1);
-  check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_GRID2D_O, 1, 1, 1);
-  check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_RING_ZIGZAG, 0, 1, 1);
+  check_executor_case(comm, DISTATTN_ULYSSES, DISTATTN_RING_ZIGZAG, 1, 1, STALE);
+  check_executor_case(comm, DISTATTN_GRID2D_O, DISTATTN_RING_ZIGZAG, 1, 1, STALE);
+  check_executor_case(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, 1, 0, STALE);
+  check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_GRID2D_O, 1, 1, STALE);
+  check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_RING_ZIGZAG, 0, 1, STALE);
   /* Key windows (narrower than a rank's 4 tokens and wider): causal sliding on
    * every executor, local bidirectional on those that visit every block. */
   window_left_ = 2, window_right_ = -1;
@@ -727,8 +789,23 @@ int main(int argc, char** argv) {
   check_executor(comm, DISTATTN_RING_ZIGZAG, DISTATTN_RING_ZIGZAG, 1, 1);
   random_documents(4 * size_, 4);
   check_executor(comm, DISTATTN_GRID2D_O, DISTATTN_RING_ZIGZAG, 1, 1);
+  /* Documents replaced on a live handle (distattn_attention_set_documents), as each
+   * training batch packs them: every executor given fresh documents after a
+   * forward under none, full attention and a window too; then documents removed. */
+  window_left_ = -1;
+  for (int e = DISTATTN_RING_VANILLA; e <= DISTATTN_HYBRID; ++e) {
+    random_documents(4 * size_, 4);
+    check_executor_case(comm, (distattn_executor)e, DISTATTN_GRID2D_O, 1, 1, REDOCUMENT);
+  }
+  random_documents(4 * size_, 4);
+  check_executor_case(comm, DISTATTN_GRID2D_NO, DISTATTN_RING_ZIGZAG, 0, 0, REDOCUMENT);
+  window_left_ = 2;
+  random_documents(4 * size_, 4);
+  check_executor_case(comm, DISTATTN_RING_ZIGZAG, DISTATTN_RING_ZIGZAG, 1, 1, REDOCUMENT);
   window_left_   = -1;
   num_documents_ = 0;
+  check_executor_case(comm, DISTATTN_ULYSSES, DISTATTN_RING_ZIGZAG, 1, 1, REDOCUMENT);
+  check_executor_case(comm, DISTATTN_HYBRID, DISTATTN_RING_ZIGZAG, 1, 0, REDOCUMENT);
   check_errors(comm);
   check_documents_errors(comm);
   check_agreement(comm);

@@ -9,7 +9,7 @@
  * the offending argument. No C++ exception crosses this boundary.
  *
  * Collective calls (distattn_comm_create_mpi_f / _nccl, distattn_attention_create,
- * _forward, _backward) check their arguments on each rank, then agree (one small
+ * _set_documents, _forward, _backward) check their arguments on each rank, then agree (one small
  * all-gather over the communicator) before acting: a bad argument on any rank
  * fails the call on every rank with the same status and a message naming that
  * rank and the argument; differing configs fail naming the fields and each
@@ -28,6 +28,7 @@
  *   distattn_comm_create_mpi[_f] / _nccl*    a communicator (collective)
  *   distattn_attention_create(comm, &cfg)    an executor (collective over comm)
  *   distattn_attention_forward / _backward   any number of passes (collective)
+ *   distattn_attention_set_documents         another packing between passes (collective)
  *   distattn_attention_destroy, distattn_comm_destroy, distattn_finalize
  *
  * Tensors are raw pointers with strides in elements, in the memory the build
@@ -47,8 +48,9 @@ extern "C" {
 
 /* Bumped on any incompatible change of this header; distattn_api_version()
  * reports the version the library was built with. */
-/* 2: distattn_attention_config gained the key window; 3: packed documents (cu_seqlens). */
-#define DISTATTN_C_API_VERSION 3
+/* 2: distattn_attention_config gained the key window; 3: packed documents (cu_seqlens);
+ * 4: distattn_attention_set_documents. */
+#define DISTATTN_C_API_VERSION 4
 
 #if defined(_WIN32)
 #define DISTATTN_C_EXPORT __declspec(dllexport)
@@ -199,6 +201,19 @@ DISTATTN_C_EXPORT distattn_status distattn_attention_destroy(distattn_attention 
  * the next backward rebuilds it. Local (no communication); any rank may call it
  * alone, since the ranks agree on reuse at the next backward. */
 DISTATTN_C_EXPORT distattn_status distattn_attention_invalidate_saved(distattn_attention attn);
+/* Replaces the packed documents for the following passes, as create's
+ * cu_seqlens and num_documents would set them (same rules; num_documents = 0:
+ * one sequence): a training loop keeps one attention while every batch packs
+ * its documents differently. The offsets are copied: the array may be freed on
+ * return. Collective: checked on each rank, then agreed (num_documents and a
+ * hash of the offsets); bad or differing offsets fail on every rank naming
+ * cu_seqlens or num_documents, and the attention keeps its documents. On
+ * success what the last forward kept is dropped, and a backward before the next
+ * forward fails (DISTATTN_ERROR_INVALID_ARGUMENT): its o and lse came from the
+ * old documents. The token layout (distattn_attention_positions) does not
+ * change. */
+DISTATTN_C_EXPORT distattn_status distattn_attention_set_documents(distattn_attention attn, const int64_t* cu_seqlens,
+                                                                   int64_t num_documents);
 /* positions[i]: the global position (0-based, in the sequence of local_seq x
  * ranks tokens) of local row i of `rank`, for i < local_seq: how callers shard
  * and gather. Local (no communication). */

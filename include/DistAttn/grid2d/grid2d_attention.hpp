@@ -134,6 +134,16 @@ class Grid2DAttention {
   /// needed for safety (backward checks k and v's content), but saves that
   /// check's read when the caller knows they changed.
   void invalidate_saved_inputs() { saved_.clear(); }
+  /// Replaces the packed documents (ExecutorOptions::documents) for the following
+  /// passes and drops what a forward kept. Local and unchecked:
+  /// AnyAttention::set_documents checks the offsets and agrees on them first; a
+  /// direct caller must pass checked offsets alike on every rank (each pass's
+  /// agreement compares their hash).
+  void set_documents(std::vector<std::int64_t> offsets) {
+    opts_.documents = std::move(offsets);
+    kdocs_          = Impl::KernelDocuments<Mem>(opts_.documents);
+    invalidate_saved_inputs();
+  }
   /// Bytes this executor holds now (K_t|V_t and the workspace).
   std::size_t held_bytes() const { return mem_.held(); }
 

@@ -191,6 +191,16 @@ class HybridAttention {
     saved_.clear();
     if (a2d_) a2d_->invalidate_saved_inputs();
   }
+  /// Replaces the packed documents (ExecutorOptions::documents) for the following
+  /// passes and drops what a forward kept (its head-side O and LSE). Local and unchecked:
+  /// AnyAttention::set_documents checks the offsets and agrees on them first; a
+  /// direct caller must pass checked offsets alike on every rank (each pass's
+  /// agreement compares their hash).
+  void set_documents(const std::vector<std::int64_t>& offsets) {
+    opts_.documents = offsets;
+    with_inner([&](auto& e) { e.set_documents(offsets); });
+    invalidate_saved_inputs();
+  }
   int ulysses_degree() const { return U_; }
   int sequence_degree() const { return S_; }
   const UlyssesHeads& heads() const { return x_.heads(); }

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 namespace DistAttn {
 
@@ -58,6 +59,14 @@ class AnyAttention {
   std::int64_t position(int rank, std::int64_t i) const { return token_layout(rank).position(i); }
   /// Drops what a forward kept for its backward (the executors' own rule otherwise).
   virtual void invalidate_saved_inputs() = 0;
+  /// Collective: the packed documents of the following passes (global offsets as
+  /// ExecutorOptions::documents; empty: one sequence), so that a training loop
+  /// keeps one executor while each batch packs its documents differently. Checked
+  /// on each rank and agreed (count and hash of the offsets): bad or differing
+  /// offsets fail on every rank, naming them. The O and LSE of an earlier forward
+  /// belong to the old documents: what the executor kept is dropped, and a
+  /// backward before the next forward fails instead of mixing the two masks.
+  virtual void set_documents(const std::vector<std::int64_t>& offsets) = 0;
   virtual MemoryPlan memory_plan() const = 0;
   virtual PassSummary last_pass() const = 0;
   /// The options every executor shares (mask, scale, window, documents) as built.
@@ -83,20 +92,38 @@ class AttentionOf final : public AnyAttention<T, CommSpace, Exec> {
 
  public:
   using Layout = std::function<TokenLayout(const E&, int)>;
-  AttentionOf(const ExecutorChoice& c, const LocalProblem& p, int ranks, std::unique_ptr<E> e, Layout layout)
-      : Base(c, p, ranks), e_(std::move(e)), layout_(std::move(layout)) {}
+  AttentionOf(Communicator<CommSpace, Exec>& comm, const ExecutorChoice& c, const LocalProblem& p,
+              std::unique_ptr<E> e, Layout layout)
+      : Base(c, p, comm.size()), comm_(comm), e_(std::move(e)), layout_(std::move(layout)) {}
 
   void forward(const typename Base::In4& q, const typename Base::In4& k, const typename Base::In4& v,
                const typename Base::Out4& o, const typename Base::OutStats& lse) override {
     e_->forward(q, k, v, o, lse);
+    documents_changed_ = false;
   }
   void backward(const typename Base::In4& q, const typename Base::In4& k, const typename Base::In4& v,
                 const typename Base::In4& o, const typename Base::In4& dout, const typename Base::InStats& lse,
                 const typename Base::Out4& dq, const typename Base::Out4& dk, const typename Base::Out4& dv) override {
+    // Every rank changed its documents in the same collective call, so all fail here alike.
+    DISTATTN_REQUIRE(!documents_changed_, "DistAttn::AnyAttention::backward",
+                     "the documents changed (set_documents) after the last forward: o and lse belong to the old "
+                     "documents; run forward under the new ones first");
     e_->backward(q, k, v, o, dout, lse, dq, dk, dv);
   }
   TokenLayout token_layout(int rank) const override { return layout_(*e_, rank); }
   void invalidate_saved_inputs() override { e_->invalidate_saved_inputs(); }
+  void set_documents(const std::vector<std::int64_t>& offsets) override {
+    constexpr const char* where = "DistAttn::AnyAttention::set_documents";
+    ExecutorOptions o         = e_->options();
+    o.documents               = offsets;
+    const std::int64_t tokens = std::int64_t(this->num_ranks()) * this->problem().local_seq;
+    Impl::agree_construction(comm_, where,
+                             {{"documents", std::int64_t(offsets.size())},
+                              {"document_offsets_hash", Impl::offsets_hash(offsets)}},
+                             [&] { check_shared_options(where, o, tokens); });
+    e_->set_documents(offsets);
+    documents_changed_ = true;
+  }
   MemoryPlan memory_plan() const override { return e_->memory_plan(); }
   const ExecutorOptions& options() const override { return e_->options(); }
   PassSummary last_pass() const override {
@@ -105,8 +132,10 @@ class AttentionOf final : public AnyAttention<T, CommSpace, Exec> {
   }
 
  private:
+  Communicator<CommSpace, Exec>& comm_;
   std::unique_ptr<E> e_;
   Layout layout_;
+  bool documents_changed_ = false;
 };
 
 template <class O>
@@ -159,7 +188,7 @@ std::unique_ptr<AnyAttention<T, CommSpace, Exec>> make_attention(Communicator<Co
   auto wrap = [&](auto e, auto layout) {
     using E = typename decltype(e)::element_type;
     return std::unique_ptr<AnyAttention<T, CommSpace, Exec>>(
-        new Impl::AttentionOf<T, CommSpace, Exec, E>(choice, p, P, std::move(e), std::move(layout)));
+        new Impl::AttentionOf<T, CommSpace, Exec, E>(comm, choice, p, std::move(e), std::move(layout)));
   };
   // Contiguous chunks (vanilla, balanced, Ulysses), zigzag halves, or cyclic tokens.
   auto layout_of = [P, c](TokenLayout::Kind kind) {

@@ -117,6 +117,16 @@ class RingAttention {
   /// Every executor offers it; the ring keeps nothing of a forward's inputs for
   /// its backward, so there is nothing to drop.
   void invalidate_saved_inputs() {}
+  /// Replaces the packed documents (ExecutorOptions::documents) for the following
+  /// passes and drops what a forward kept. Local and unchecked:
+  /// AnyAttention::set_documents checks the offsets and agrees on them first; a
+  /// direct caller must pass checked offsets alike on every rank (each pass's
+  /// agreement compares their hash).
+  void set_documents(std::vector<std::int64_t> offsets) {
+    opts_.documents = std::move(offsets);
+    kdocs_          = Impl::KernelDocuments<Mem>(opts_.documents);
+    plan_           = memory_plan(comm_.size(), B_, c_, H_, Hkv_, D_, opts_);
+  }
 
   /// Workspace bytes forward and backward allocate on each rank, per buffer.
   /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
