@@ -12,7 +12,9 @@
 ///   max(tiles of step t, those transfers) + the merge of the results of t-1,
 /// and the step ends when the slowest rank is done (every rank waits for data
 /// from another). After the last step the results of that step are exposed.
-/// Every rank of every step is evaluated from RingSchedule itself (O(P * steps)).
+/// Every rank of every step is evaluated from RingSchedule itself (O(P * steps)),
+/// masked as the executor runs it (ring_schedule_of), so a window or documents
+/// price only the K/V and gradients that are sent.
 
 #include <DistAttn/cost/cost_types.hpp>
 #include <DistAttn/core/mask.hpp>
@@ -54,6 +56,12 @@ inline RingSizes ring_sizes(const AttnProblem& pr, std::int64_t chunk) {
   z.heads = pr.heads, z.kv_heads = pr.kv_heads, z.head_dim = pr.head_dim;
   z.io_bytes = pr.io_bytes(), z.stat_bytes = pr.acc_bytes(), z.grad_bytes = pr.acc_bytes();
   return z;
+}
+
+/// The schedule the executor runs for `pr` on P ranks of c tokens: a window or
+/// documents remove the tasks they empty and their transfers (ring_schedule.hpp).
+inline RingSchedule ring_schedule_of(const AttnProblem& pr, int P, RingKind kind, std::int64_t c) {
+  return pr.dense() ? RingSchedule(P, kind) : RingSchedule(RingLayout(P, c, kind), pr.rule());
 }
 
 namespace Impl {
@@ -170,7 +178,7 @@ inline std::int64_t ring_workspace_bytes(RingKind kind, const AttnProblem& pr, s
   auto r      = [](std::int64_t bytes) { return std::int64_t(MemoryLayout::round_up(std::size_t(bytes))); };
   auto state  = [&](std::int64_t rows) { return r(B * rows * H * d * acc) + 2 * r(B * H * rows * acc); };
   const std::int64_t q = B * c * H * d, kv = B * c * Hkv * d, rows = B * H * c;
-  const RingSchedule sched(P, kind);
+  const RingSchedule sched = ring_schedule_of(pr, P, kind, c);
   bool q_input = false, partials = false, qbundle = false, grad_q = false, grad_kv = false;
   for (int x = 0; x < P; ++x)
     for (int t = 1; t < sched.num_steps(); ++t) {

@@ -43,6 +43,10 @@
 /// by its owner one step later (merges commute, schedules.md §1.1). The compute instance
 /// waits on requests with Request::wait(compute) — no device-wide synchronize.
 ///
+/// Communication follows the mask (RingSchedule(layout, rule)): with a window or
+/// documents, a block the mask empties is neither computed nor fed, so a rank
+/// receives only the K/V (backward: returns only the dK/dV) some allowed pair needs.
+///
 /// Memory (docs/design/memory.md): a pass allocates only the slots its schedule
 /// uses on some rank (zigzag and vanilla never receive queries or partial states),
 /// in one workspace that forward and backward share (executor/memory_plan.hpp);
@@ -100,7 +104,8 @@ class RingAttention {
                                        construction_fields(batch, chunk, heads, kv_heads, head_dim, opts),
                                        [&] { check_construction(comm.size(), batch, chunk, heads, kv_heads, head_dim, opts); })),
         compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
-        opts_(opts), schedule_(comm.size(), opts.kind), layout_(comm.size(), chunk, opts.kind), rec_(compute, opts) {
+        opts_(opts), schedule_(schedule_for(comm.size(), chunk, opts)), layout_(comm.size(), chunk, opts.kind),
+        rec_(compute, opts) {
     plan_ = memory_plan(comm.size(), B_, c_, H_, Hkv_, D_, opts_);
   }
 
@@ -126,7 +131,7 @@ class RingAttention {
   static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
                                 const RingOptions& opts = {}) {
     const int g       = opts.head_group > 0 ? opts.head_group : kv_heads;
-    const Shape shape = make_shape(RingSchedule(P, opts.kind), batch, chunk, heads, kv_heads, head_dim, g);
+    const Shape shape = make_shape(schedule_for(P, chunk, opts), batch, chunk, heads, kv_heads, head_dim, g);
     MemoryPlan plan;
     Buffers scratch;
     Impl::Carver<Mem> fwd(plan.forward), bwd(plan.backward);
@@ -259,7 +264,7 @@ class RingAttention {
 
     rec_.step();
     if (nsteps > 1) post_inputs(1);
-    forward_task(*schedule_.forward(x, 0).compute, q, k, v, 0);
+    if (const auto own = schedule_.forward(x, 0).compute) forward_task(*own, q, k, v, 0);
     for (int t = 1; t < nsteps; ++t) {
       rec_.step();
       if (t + 1 < nsteps) post_inputs(t + 1);
@@ -365,7 +370,7 @@ class RingAttention {
 
     rec_.step();
     if (nsteps > 1) post_inputs(1);
-    backward_task(*schedule_.backward(x, 0).compute, q, k, v, dout, lse, 0);
+    if (const auto own = schedule_.backward(x, 0).compute) backward_task(*own, q, k, v, dout, lse, 0);
     for (int t = 1; t < nsteps; ++t) {
       rec_.step();
       if (t + 1 < nsteps) post_inputs(t + 1);
@@ -439,8 +444,7 @@ class RingAttention {
     DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
                      "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
                                     << ")");
-    RingSchedule(P, opts.kind);
-    RingLayout(P, chunk, opts.kind);
+    schedule_for(P, chunk, opts);
   }
 
   template <class QV, class KV, class VV>
@@ -507,6 +511,11 @@ class RingAttention {
     std::array<AccView, 2> sdk, sdv, sdq, rdk, rdv, rdq;
   };
 
+  /// The schedule every rank derives from the agreed options: the mask removes the
+  /// tasks it empties and their transfers (communication follows the mask).
+  static RingSchedule schedule_for(int P, int chunk, const RingOptions& opts) {
+    return RingSchedule(RingLayout(P, chunk, opts.kind), opts.mask_rule());
+  }
   // A pass over `group` kv heads (and their query heads) at a time.
   static Shape make_shape(const RingSchedule& sched, int B, int c, int H, int Hkv, int D, int group) {
     return Shape{B,        c, group * (H / Hkv), group, D, slots_used(sched), sched.num_steps() > 1,

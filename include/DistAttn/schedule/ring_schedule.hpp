@@ -17,8 +17,17 @@
 ///
 /// Everything is computed on demand in O(1) (O(steps) for per-rank lists), so
 /// the schedule costs nothing to hold even for thousands of ranks.
+///
+/// Masked (RingSchedule(layout, rule)): communication follows the mask. A task
+/// whose blocks the mask empties (RingLayout::blocks) is not computed, and the
+/// inputs it would read and the results it would produce are not sent; steps after
+/// the last task of any rank are dropped. With a causal window W <= chunk a rank
+/// then receives K/V only from the rank(s) holding the W keys before its rows.
+/// One bit per (rank, step), computed from the global mask, so every rank that
+/// agreed on the options derives the same schedule.
 
 #include <DistAttn/core/error.hpp>
+#include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/schedule/ring_types.hpp>
 
 #include <algorithm>
@@ -33,6 +42,24 @@ class RingSchedule {
     DISTATTN_REQUIRE(num_ranks >= 1, "DistAttn::RingSchedule", "P (num_ranks) must be >= 1, got " << num_ranks);
     num_steps_ = kind == RingKind::Balanced ? num_ranks / 2 + 1 : num_ranks;
   }
+  /// The schedule of `layout`'s ranks and kind under the global mask `rule`
+  /// (positions as the layout places them): tasks no allowed pair reaches, their
+  /// transfers and trailing empty steps removed. A dense rule gives the plain schedule.
+  RingSchedule(const RingLayout& layout, const Mask& rule) : RingSchedule(layout.ranks(), layout.kind()) {
+    if (rule.is_dense()) return;
+    needed_.assign(std::size_t(num_ranks_) * std::size_t(num_steps_), false);
+    int last = 0;
+    for (int t = 0; t < num_steps_; ++t)
+      for (int x = 0; x < num_ranks_; ++x) {
+        const auto task = plain_task(x, t);
+        if (!task || layout.blocks(*task, rule, rule).empty()) continue;
+        needed_[slot(x, t)] = true;
+        last = t;
+      }
+    num_steps_ = last + 1;
+  }
+  /// Whether the mask removed tasks (RingSchedule(layout, rule) with a window or documents).
+  bool masked() const { return !needed_.empty(); }
 
   int num_ranks() const { return num_ranks_; }
   RingKind kind() const { return kind_; }
@@ -69,7 +96,7 @@ class RingSchedule {
         s.send_result = Transfer{PayloadKind::GradKV, from, from, t};
         s.recv_result = Transfer{PayloadKind::GradKV, to, rank, t};
       }
-      return s;
+      return without_unneeded(s);
     }
 
     if (rank >= t) {
@@ -90,7 +117,7 @@ class RingSchedule {
       s.send_input = Transfer{fwd ? PayloadKind::Q : PayloadKind::QBundle, h, rank, t};
       s.recv_result = Transfer{fwd ? PayloadKind::Partial : PayloadKind::GradQ, h, rank, t};
     }
-    return s;
+    return without_unneeded(s);
   }
 
   /// Number of blocks the rank computes (same in both passes).
@@ -154,7 +181,22 @@ class RingSchedule {
   }
 
  private:
+  std::size_t slot(int rank, int t) const { return std::size_t(t) * std::size_t(num_ranks_) + std::size_t(rank); }
   std::optional<ComputeTask> task_unchecked(int rank, int t) const {
+    if (masked() && !needed_[slot(rank, t)]) return std::nullopt;
+    return plain_task(rank, t);
+  }
+  /// Step s with the transfers of removed tasks dropped. A step's own input and
+  /// result belong to the rank's task; the input it sends and the result it gets
+  /// back belong to the task of (rank + t) mod P, the one consumer of its input
+  /// at step t in every kind (a normal rank, a helper, the zigzag successor).
+  RankStep without_unneeded(RankStep s) const {
+    if (!masked()) return s;
+    if (!s.compute) s.recv_input = s.send_result = Transfer{};
+    if (!task_unchecked((s.rank + s.step) % num_ranks_, s.step)) s.send_input = s.recv_result = Transfer{};
+    return s;
+  }
+  std::optional<ComputeTask> plain_task(int rank, int t) const {
     if (t == 0) return ComputeTask{rank, rank, true, true, true, false};
     if (kind_ == RingKind::Zigzag) return ComputeTask{rank, (rank - t + num_ranks_) % num_ranks_, true, false, false, false};
     if (rank >= t) return ComputeTask{rank, rank - t, true, false, false, false};
@@ -176,6 +218,7 @@ class RingSchedule {
   int num_ranks_;
   RingKind kind_;
   int num_steps_ = 0;
+  std::vector<bool> needed_;  // masked: whether (rank, step) computes, at slot(rank, step)
 };
 
 }  // namespace DistAttn
