@@ -3,7 +3,8 @@
 // mask. Checked against brute force over every (query row, key row) pair of every
 // two ranks, never against the schedule's own formulas: a block is computed
 // exactly once iff the mask allows one of its pairs, every message is matched by
-// its peer at the same step, and nothing is sent for a block that is not computed.
+// its peer at the same step (rows included), nothing is sent for a block that is
+// not computed, and the K/V rows that travel hold every key an allowed pair reaches.
 
 #include <DistAttn/core/mask.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
@@ -29,7 +30,7 @@ bool allows_any(const RingLayout& lay, const Mask& rule, int y, int z) {
   return false;
 }
 
-using Msg = std::tuple<int, int, PayloadKind, int, int>;  // from, to, kind, chunk, step
+using Msg = std::tuple<int, int, PayloadKind, int, int, std::int64_t, std::int64_t>;  // from, to, kind, chunk, step, rows
 
 void check_masked(int P, RingKind kind, const Mask& rule, const std::string& what) {
   SCOPED_TRACE(what);
@@ -45,10 +46,27 @@ void check_masked(int P, RingKind kind, const Mask& rule, const std::string& wha
         const RankStep st = s.step(x, t, pass);
         if (st.compute) ++count[std::size_t(st.compute->q_chunk) * P + std::size_t(st.compute->k_chunk)];
         else EXPECT_FALSE(st.recv_input.active() || st.send_result.active()) << "x=" << x << " t=" << t;
-        if (st.send_input.active()) in_sent.emplace_back(x, st.send_input.peer, st.send_input.kind, st.send_input.chunk, t);
-        if (st.recv_input.active()) in_recv.emplace_back(st.recv_input.peer, x, st.recv_input.kind, st.recv_input.chunk, t);
-        if (st.send_result.active()) res_sent.emplace_back(x, st.send_result.peer, st.send_result.kind, st.send_result.chunk, t);
-        if (st.recv_result.active()) res_recv.emplace_back(st.recv_result.peer, x, st.recv_result.kind, st.recv_result.chunk, t);
+        const auto msg = [&](const Transfer& tr, int from, int to) {
+          return Msg{from, to, tr.kind, tr.chunk, t, tr.rows_begin, tr.rows_end};
+        };
+        if (st.send_input.active()) in_sent.push_back(msg(st.send_input, x, st.send_input.peer));
+        if (st.recv_input.active()) in_recv.push_back(msg(st.recv_input, st.recv_input.peer, x));
+        if (st.send_result.active()) res_sent.push_back(msg(st.send_result, x, st.send_result.peer));
+        if (st.recv_result.active()) res_recv.push_back(msg(st.recv_result, st.recv_result.peer, x));
+        if (st.compute && st.recv_input.kind == PayloadKind::KV) {
+          const Transfer& in = st.recv_input;
+          EXPECT_EQ(in.rows_begin == 0 && in.rows_end == -1, in.whole());
+          for (std::int64_t i = 0; i < c; ++i)
+            for (std::int64_t j = 0; j < c; ++j)
+              if (rule.allowed(lay.position(st.compute->q_chunk, i), lay.position(st.compute->k_chunk, j))) {
+                EXPECT_TRUE(in.whole() || (j >= in.rows_begin && j < in.rows_end))
+                    << "x=" << x << " t=" << t << " key row " << j << " is not sent";
+              }
+          if (pass == Pass::Backward) {
+            EXPECT_EQ(st.send_result.rows_begin, in.rows_begin);
+            EXPECT_EQ(st.send_result.rows_end, in.rows_end);
+          }
+        }
       }
     for (int y = 0; y < P; ++y)
       for (int z = 0; z < P; ++z)
@@ -95,12 +113,16 @@ TEST(RingScheduleMasked, BlocksAndMessagesFollowTheMask) {
 }
 
 // A causal window within one chunk needs the chunk before each rank's own only:
-// vanilla and balanced end after step 1, and a dense rule keeps the plain schedule.
+// vanilla and balanced end after step 1 and receive the window's rows of it, and
+// a dense rule keeps the plain schedule.
 TEST(RingScheduleMasked, NarrowWindowEndsAfterOneStep) {
   for (int P = 2; P <= 8; ++P)
     for (RingKind kind : {RingKind::Vanilla, RingKind::Balanced}) {
       const RingLayout lay(P, 12, kind);
       EXPECT_EQ(RingSchedule(lay, Mask::causal().with_window(Window{12, 0})).num_steps(), 2) << P;
+      const RingSchedule w5(lay, Mask::causal().with_window(Window{5, 0}));
+      ASSERT_EQ(w5.num_steps(), 2) << P;
+      for (int x = 1; x < P; ++x) EXPECT_EQ(w5.forward(x, 1).recv_input.rows(12), 5) << "P=" << P << " x=" << x;
       const RingSchedule dense(lay, Mask::causal());
       EXPECT_FALSE(dense.masked());
       EXPECT_EQ(dense.num_steps(), RingSchedule(P, kind).num_steps());

@@ -108,7 +108,7 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
   const RingSizes z = ring_sizes(pr, c);
   const TileDirection dir = pass == Pass::Forward ? TileDirection::Forward : TileDirection::Backward;
   const double B = pr.batch;
-  auto bytes = [&](const Transfer& tr) { return B * double(payload_bytes(tr.kind, z)); };
+  auto bytes = [&](const Transfer& tr) { return B * double(transfer_bytes(tr, z)); };
   // A merge (forward) or gradient sum (backward) reads two operands and writes one.
   auto merge_seconds = [&](const Transfer& tr) { return tr.active() ? m.tiles.elementwise_seconds(3 * bytes(tr)) : 0.0; };
 

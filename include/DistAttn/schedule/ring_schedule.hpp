@@ -21,8 +21,10 @@
 /// Masked (RingSchedule(layout, rule)): communication follows the mask. A task
 /// whose blocks the mask empties (RingLayout::blocks) is not computed, and the
 /// inputs it would read and the results it would produce are not sent; steps after
-/// the last task of any rank are dropped. With a causal window W <= chunk a rank
-/// then receives K/V only from the rank(s) holding the W keys before its rows.
+/// the last task of any rank are dropped, and a K/V input (backward: its dK/dV
+/// result) carries only the key rows the task's allowed pairs reach
+/// (Transfer::rows_begin, rows_end). With a causal window W <= chunk a rank then
+/// receives the K/V of the W keys before its rows (zigzag: before each half).
 /// One bit per (rank, step), computed from the global mask, so every rank that
 /// agreed on the options derives the same schedule.
 
@@ -32,6 +34,8 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace DistAttn {
@@ -48,12 +52,16 @@ class RingSchedule {
   RingSchedule(const RingLayout& layout, const Mask& rule) : RingSchedule(layout.ranks(), layout.kind()) {
     if (rule.is_dense()) return;
     needed_.assign(std::size_t(num_ranks_) * std::size_t(num_steps_), false);
+    kv_rows_.assign(needed_.size(), {0, -1});
     int last = 0;
     for (int t = 0; t < num_steps_; ++t)
       for (int x = 0; x < num_ranks_; ++x) {
         const auto task = plain_task(x, t);
-        if (!task || layout.blocks(*task, rule, rule).empty()) continue;
+        if (!task) continue;
+        const std::vector<PieceBlock> blocks = layout.blocks(*task, rule, rule);
+        if (blocks.empty()) continue;
         needed_[slot(x, t)] = true;
+        if (!task->own_kv) kv_rows_[slot(x, t)] = key_rows(layout, blocks);
         last = t;
       }
     num_steps_ = last + 1;
@@ -193,8 +201,30 @@ class RingSchedule {
   RankStep without_unneeded(RankStep s) const {
     if (!masked()) return s;
     if (!s.compute) s.recv_input = s.send_result = Transfer{};
-    if (!task_unchecked((s.rank + s.step) % num_ranks_, s.step)) s.send_input = s.recv_result = Transfer{};
+    const int consumer = (s.rank + s.step) % num_ranks_;
+    if (!task_unchecked(consumer, s.step)) s.send_input = s.recv_result = Transfer{};
+    // K/V in and dK/dV back carry the rows of the task that reads them.
+    const auto rows = [&](Transfer& tr, int x) {
+      if (tr.kind != PayloadKind::KV && tr.kind != PayloadKind::GradKV) return;
+      std::tie(tr.rows_begin, tr.rows_end) = kv_rows_[slot(x, s.step)];
+    };
+    rows(s.recv_input, s.rank), rows(s.send_result, s.rank);
+    rows(s.send_input, consumer), rows(s.recv_result, consumer);
     return s;
+  }
+  /// The local key rows [begin, end) the blocks' allowed pairs reach; {0, -1} for
+  /// all of them. Each block's key interval is monotone in its query position, so
+  /// a block's rows run from the first query's first key to the last query's last.
+  static std::pair<std::int64_t, std::int64_t> key_rows(const RingLayout& layout, const std::vector<PieceBlock>& blocks) {
+    const std::int64_t len = layout.piece_len(), c = layout.chunk();
+    std::int64_t lo = c, hi = 0;
+    for (const PieceBlock& b : blocks) {
+      const RowRange r = b.mask.key_rows(b.mask.q(0), b.mask.q(len - 1), int(len));
+      lo = std::min(lo, b.k_piece * len + r.begin);
+      hi = std::max(hi, b.k_piece * len + r.end);
+    }
+    if (lo == 0 && hi == c) return {0, -1};
+    return {lo, hi};
   }
   std::optional<ComputeTask> plain_task(int rank, int t) const {
     if (t == 0) return ComputeTask{rank, rank, true, true, true, false};
@@ -219,6 +249,7 @@ class RingSchedule {
   RingKind kind_;
   int num_steps_ = 0;
   std::vector<bool> needed_;  // masked: whether (rank, step) computes, at slot(rank, step)
+  std::vector<std::pair<std::int64_t, std::int64_t>> kv_rows_;  // masked: the K/V rows its task reads
 };
 
 }  // namespace DistAttn
