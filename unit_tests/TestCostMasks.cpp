@@ -125,6 +125,34 @@ TEST(CostMasks, RingComputeIsTheSlowestRanksAllowedPairs) {
   }
 }
 
+// Communication follows the mask: with a causal window W narrower than a chunk the
+// ring prices the K/V of W tokens per rank (zigzag: of W before each half), where
+// the dense vanilla ring's last rank receives P - 1 chunks; the bytes are those
+// of the executor's masked schedule (ring_volume over ring_schedule_of).
+TEST(CostMasks, RingBytesFollowTheMask) {
+  const MachineModel m = nvlink_ib_node_defaults(rate_tiles(1e12, 1e12));
+  for (int P : {2, 3, 4, 6}) {
+    AttnProblem pr = problem(256 * P);
+    const std::int64_t c = 256;
+    const double kv = double(pr.batch) * double(payload_bytes(PayloadKind::KV, ring_sizes(pr, c)));
+    ExecutorChoice ch;
+    ch.kind = ExecutorKind::RingVanilla;
+    EXPECT_EQ(double(predict(ch, pr, P, m).forward.max_bytes_received), (P - 1) * kv) << "dense P=" << P;
+    pr.window = Window{100, 0};
+    for (ExecutorKind k : {ExecutorKind::RingVanilla, ExecutorKind::RingBalanced, ExecutorKind::RingZigzag}) {
+      ch.kind = k;
+      const Prediction p = predict(ch, pr, P, m);
+      const int pieces = k == ExecutorKind::RingZigzag ? std::min(2, P - 1) : 1;
+      EXPECT_EQ(double(p.forward.max_bytes_received), pieces * kv * 100 / 256) << to_string(k) << " P=" << P;
+      const RingSchedule s = ring_schedule_of(pr, P, ring_kind_of(k), c);
+      std::int64_t most = 0;
+      for (int x = 0; x < P; ++x)
+        most = std::max(most, ring_volume(s, x, Pass::Backward, ring_sizes(pr, c)).total_bytes_received());
+      EXPECT_EQ(double(p.backward.max_bytes_received), double(pr.batch) * double(most)) << to_string(k) << " P=" << P;
+    }
+  }
+}
+
 /// Every prediction of `a` and `b` (same choices) agrees to rounding.
 void expect_same_prices(const AttnProblem& a, const AttnProblem& b, int P, const MachineModel& m, const char* what) {
   for (const Prediction& p : rank_choices(a, P, m)) {

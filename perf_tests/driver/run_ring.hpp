@@ -97,7 +97,7 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   set_executor_options(o, ro);
   ro.head_group    = o.head_group;
   const RingLayout layout(P, c, ro.kind);
-  if (o.print_schedule && rank == 0) std::cout << to_string(RingSchedule(P, ro.kind), Pass::Forward) << '\n';
+  if (o.print_schedule && rank == 0) std::cout << to_string(RingSchedule(layout, ro.mask_rule()), Pass::Forward) << '\n';
 
   Ring* timed_ring = nullptr;  // the instance of the timed passes
   ExecutorRun<Ring> run;
@@ -122,7 +122,7 @@ int run_ring_with(const Options& o, Communicator<CommSpace, Exec>& comm, const E
   for (int a = 0; a < layout.pieces(); ++a)
     run.pieces.emplace_back(int(a * layout.piece_len()), int(layout.piece_len()), layout.piece(rank, a));
   run.describe = [&] {
-    const RingSchedule sched(P, ro.kind);
+    const RingSchedule& sched = timed_ring->schedule();
     std::printf("# comm %s\n", std::is_same<CommSpace, MpiSpace>::value ? "MPI" : "NCCL");
     std::printf("# schedule %s  ranks %d  steps %d  seq %ld (chunk %d%s)  b %d h %d h_kv %d d %d  dtype %s causal %d%s\n",
                 o.schedule.c_str(), P, sched.num_steps(), N, c, long(c) * P != N ? ", padded" : "", o.batch, o.heads,

@@ -45,8 +45,8 @@ inline Prediction predict_sequence(const ExecutorChoice& ch, ExecutorKind kind, 
   out.num_ranks = P;
   if (is_ring(kind)) {
     const RingKind rk = ring_kind_of(kind);
-    const RingSchedule s(P, rk);
     out.padded_seq_len = ring_padded_len(pr, P, rk);
+    const RingSchedule s = ring_schedule_of(pr, P, rk, out.padded_seq_len / P);
     out.forward = predict_ring_pass(s, Pass::Forward, pr, out.padded_seq_len, m, place);
     out.backward = predict_ring_pass(s, Pass::Backward, pr, out.padded_seq_len, m, place);
     out.workspace_bytes = ring_workspace_bytes(rk, pr, out.padded_seq_len / P, P);

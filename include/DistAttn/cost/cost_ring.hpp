@@ -12,7 +12,9 @@
 ///   max(tiles of step t, those transfers) + the merge of the results of t-1,
 /// and the step ends when the slowest rank is done (every rank waits for data
 /// from another). After the last step the results of that step are exposed.
-/// Every rank of every step is evaluated from RingSchedule itself (O(P * steps)).
+/// Every rank of every step is evaluated from RingSchedule itself (O(P * steps)),
+/// masked as the executor runs it (ring_schedule_of), so a window or documents
+/// price only the K/V and gradients that are sent.
 
 #include <DistAttn/cost/cost_types.hpp>
 #include <DistAttn/core/mask.hpp>
@@ -55,6 +57,12 @@ inline RingSizes ring_sizes(const AttnProblem& pr, std::int64_t chunk) {
   z.heads = pr.heads, z.kv_heads = pr.kv_heads, z.head_dim = pr.head_dim;
   z.io_bytes = pr.io_bytes(), z.stat_bytes = pr.acc_bytes(), z.grad_bytes = pr.acc_bytes();
   return z;
+}
+
+/// The schedule the executor runs for `pr` on P ranks of c tokens: a window or
+/// documents remove the tasks they empty and their transfers (ring_schedule.hpp).
+inline RingSchedule ring_schedule_of(const AttnProblem& pr, int P, RingKind kind, std::int64_t c) {
+  return pr.dense() ? RingSchedule(P, kind) : RingSchedule(RingLayout(P, c, kind), pr.rule());
 }
 
 namespace Impl {
@@ -101,7 +109,7 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
   const RingSizes z = ring_sizes(pr, c);
   const TileDirection dir = pass == Pass::Forward ? TileDirection::Forward : TileDirection::Backward;
   const double B = pr.batch;
-  auto bytes = [&](const Transfer& tr) { return B * double(payload_bytes(tr.kind, z)); };
+  auto bytes = [&](const Transfer& tr) { return B * double(transfer_bytes(tr, z)); };
   // A merge (forward) or gradient sum (backward) reads two operands and writes one.
   auto merge_seconds = [&](const Transfer& tr) { return tr.active() ? m.tiles.elementwise_seconds(3 * bytes(tr)) : 0.0; };
 
@@ -166,7 +174,7 @@ inline PassPrediction predict_ring_pass(const RingSchedule& s, Pass pass, const 
 /// executor's own buffer table (schedule/ring_buffers.hpp).
 inline std::int64_t ring_workspace_bytes(RingKind kind, const AttnProblem& pr, std::int64_t c, int P) {
   const RingShape s =
-      RingShape::of(RingSchedule(P, kind), pr.batch, int(c), pr.heads, pr.kv_heads, pr.head_dim, pr.kv_heads);
+      RingShape::of(ring_schedule_of(pr, P, kind, c), pr.batch, int(c), pr.heads, pr.kv_heads, pr.head_dim, pr.kv_heads);
   return Impl::with_element_sizes(pr.io_bytes(), [&](auto t, auto acc) {
     return std::int64_t(RingBuffers<decltype(t), decltype(acc), Kokkos::HostSpace>::plan(s).peak_bytes());
   });

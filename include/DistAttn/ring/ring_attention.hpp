@@ -43,6 +43,10 @@
 /// by its owner one step later (merges commute, schedules.md §1.1). The compute instance
 /// waits on requests with Request::wait(compute) — no device-wide synchronize.
 ///
+/// Communication follows the mask (RingSchedule(layout, rule)): with a window or
+/// documents, a block the mask empties is neither computed nor fed, so a rank
+/// receives only the K/V (backward: returns only the dK/dV) some allowed pair needs.
+///
 /// Memory (docs/design/memory.md): a pass allocates only the slots its schedule
 /// uses on some rank (zigzag and vanilla never receive queries or partial states),
 /// in one workspace that forward and backward share (executor/memory_plan.hpp);
@@ -101,7 +105,8 @@ class RingAttention {
                                        construction_fields(batch, chunk, heads, kv_heads, head_dim, opts),
                                        [&] { check_construction(comm.size(), batch, chunk, heads, kv_heads, head_dim, opts); })),
         compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
-        opts_(opts), schedule_(comm.size(), opts.kind), layout_(comm.size(), chunk, opts.kind), rec_(compute, opts) {
+        opts_(opts), schedule_(schedule_for(comm.size(), chunk, opts)), layout_(comm.size(), chunk, opts.kind),
+        rec_(compute, opts) {
     plan_ = memory_plan(comm.size(), B_, c_, H_, Hkv_, D_, opts_);
   }
 
@@ -125,7 +130,10 @@ class RingAttention {
   void set_documents(std::vector<std::int64_t> offsets) {
     opts_.documents = std::move(offsets);
     kdocs_          = Impl::KernelDocuments<Mem>(opts_.documents);
-    plan_           = memory_plan(comm_.size(), B_, c_, H_, Hkv_, D_, opts_);
+    // The schedule follows the mask (which blocks and rows travel), and so may the slots.
+    schedule_    = schedule_for(comm_.size(), c_, opts_);
+    plan_        = memory_plan(comm_.size(), B_, c_, H_, Hkv_, D_, opts_);
+    carved_pass_ = -1;
   }
 
   /// Workspace bytes forward and backward allocate on each rank, per buffer.
@@ -137,7 +145,7 @@ class RingAttention {
   static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
                                 const RingOptions& opts = {}) {
     const int g = opts.head_group > 0 ? opts.head_group : kv_heads;
-    return Buffers::plan(RingShape::of(RingSchedule(P, opts.kind), batch, chunk, heads, kv_heads, head_dim, g));
+    return Buffers::plan(RingShape::of(schedule_for(P, chunk, opts), batch, chunk, heads, kv_heads, head_dim, g));
   }
 
   /// O and LSE ([B, H, chunk], accumulation type) of this rank's query chunk.
@@ -264,14 +272,14 @@ class RingAttention {
 
     rec_.step();
     if (nsteps > 1) post_inputs(1);
-    forward_task(*schedule_.forward(x, 0).compute, q, k, v, 0);
+    if (const auto own = schedule_.forward(x, 0).compute) forward_task(*own, Transfer{}, q, k, v, 0);
     for (int t = 1; t < nsteps; ++t) {
       rec_.step();
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.forward(x, t);
       const int s       = t % 2;
       rec_.wait_on(in_reqs[s], st.recv_input.active());
-      if (st.compute) forward_task(*st.compute, q, k, v, s);
+      if (st.compute) forward_task(*st.compute, st.recv_input, q, k, v, s);
       post_results(t);
       merge_result(t - 1);  // the partial produced at step t-1 has had a step to travel
     }
@@ -284,12 +292,12 @@ class RingAttention {
 
   /// One task's blocks into its query-side state: the rank's own (one per row piece),
   /// or a helper's fresh partial in send slot s. Inputs not the rank's own are in slot s.
-  void forward_task(const ComputeTask& task, const CView& q, const CView& k, const CView& v, int s) {
+  void forward_task(const ComputeTask& task, const Transfer& in, const CView& q, const CView& k, const CView& v, int s) {
     const CView qq = task.own_query ? q : CView(buf_.qbuf[s]);
     const CView kk = task.own_kv ? k : CView(buf_.kbuf[s]);
     const CView vv = task.own_kv ? v : CView(buf_.vbuf[s]);
     if (task.fresh_state) reset_state(compute_, buf_.spart[s]);
-    for_each_block(task, [&](const PieceBlock& blk, auto qr, auto kr) {
+    for_each_block(task, in, [&](const PieceBlock& blk, auto qr, auto kr) {
       State& st = task.fresh_state ? buf_.spart[s] : buf_.own[blk.q_piece];
       rec_.timed([&] { attention_fwd_update(compute_, qr.tokens(qq), kr.tokens(kk), kr.tokens(vv), st, task_options(blk.mask)); });
     });
@@ -359,8 +367,9 @@ class RingAttention {
       rec_.wait_on(res_reqs[r], res_info[r].active());
       if (!res_info[r].active()) return;
       if (res_info[r].kind == PayloadKind::GradKV) {
-        Impl::add4(compute_, buf_.rdk[r], buf_.gk, "DistAttn::ring_bwd.add_dk");
-        Impl::add4(compute_, buf_.rdv[r], buf_.gv, "DistAttn::ring_bwd.add_dv");
+        const Impl::RowSpan rows = travelling_rows(res_info[r]);
+        Impl::add4(compute_, rows.tokens(buf_.rdk[r]), rows.tokens(buf_.gk), "DistAttn::ring_bwd.add_dk");
+        Impl::add4(compute_, rows.tokens(buf_.rdv[r]), rows.tokens(buf_.gv), "DistAttn::ring_bwd.add_dv");
       } else {
         Impl::add4(compute_, buf_.rdq[r], buf_.gq, "DistAttn::ring_bwd.add_dq");
       }
@@ -370,14 +379,14 @@ class RingAttention {
 
     rec_.step();
     if (nsteps > 1) post_inputs(1);
-    backward_task(*schedule_.backward(x, 0).compute, q, k, v, dout, lse, 0);
+    if (const auto own = schedule_.backward(x, 0).compute) backward_task(*own, Transfer{}, q, k, v, dout, lse, 0);
     for (int t = 1; t < nsteps; ++t) {
       rec_.step();
       if (t + 1 < nsteps) post_inputs(t + 1);
       const RankStep st = schedule_.backward(x, t);
       const int s       = t % 2;
       rec_.wait_on(in_reqs[s], st.recv_input.active());
-      if (st.compute) backward_task(*st.compute, q, k, v, dout, lse, s);
+      if (st.compute) backward_task(*st.compute, st.recv_input, q, k, v, dout, lse, s);
       post_results(t);
       add_result(t - 1);
     }
@@ -390,8 +399,8 @@ class RingAttention {
 
   /// One task's blocks: query gradients into the rank's own dq or a fresh GradQ in
   /// send slot s, key gradients into its own dk, dv or a fresh GradKV in slot s.
-  void backward_task(const ComputeTask& task, const CView& q, const CView& k, const CView& v, const CView& dout,
-                     const CStats& lse, int s) {
+  void backward_task(const ComputeTask& task, const Transfer& in, const CView& q, const CView& k, const CView& v,
+                     const CView& dout, const CStats& lse, int s) {
     const bool oq      = task.own_query;
     const CView qq     = oq ? q : CView(buf_.qbuf[s]);
     const CView dd     = oq ? dout : CView(buf_.dobuf[s]);
@@ -406,7 +415,7 @@ class RingAttention {
       Kokkos::deep_copy(compute_, gv, Acc(0));
     }
     if (!oq) Kokkos::deep_copy(compute_, gq, Acc(0));
-    for_each_block(task, [&](const PieceBlock& blk, auto qr, auto kr) {
+    for_each_block(task, in, [&](const PieceBlock& blk, auto qr, auto kr) {
       rec_.timed([&] {
         attention_bwd_update(compute_, qr.tokens(qq), kr.tokens(kk), kr.tokens(vv), qr.tokens(dd), qr.stats(ll),
                              qr.stats(del), qr.tokens(gq), kr.tokens(gk), kr.tokens(gv), task_options(blk.mask));
@@ -444,8 +453,7 @@ class RingAttention {
     DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
                      "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
                                     << ")");
-    RingSchedule(P, opts.kind);
-    RingLayout(P, chunk, opts.kind);
+    schedule_for(P, chunk, opts);
   }
 
   template <class QV, class KV, class VV>
@@ -454,10 +462,30 @@ class RingAttention {
     Impl::check_executor_extents(where, q, k, B_, c_, H_, Hkv_, D_);
   }
 
+  /// f(block, q_rows, k_rows) for the task's blocks. K/V that arrived as part of a
+  /// chunk (`in`, a masked schedule's rows) narrow each block's keys to the rows
+  /// that came, with the mask moved along: the rest of the slot holds stale data.
   template <class F>
-  void for_each_block(const ComputeTask& task, F&& f) const {
-    Impl::for_each_piece_block(layout_.pieces(), layout_.piece_len(),
-                               layout_.blocks(task, opts_.mask_rule(), kernel_rule()), std::forward<F>(f));
+  void for_each_block(const ComputeTask& task, const Transfer& in, F&& f) const {
+    const auto blocks = layout_.blocks(task, opts_.mask_rule(), kernel_rule());
+    if (task.own_kv || in.whole()) {
+      Impl::for_each_piece_block(layout_.pieces(), layout_.piece_len(), blocks, std::forward<F>(f));
+      return;
+    }
+    const std::int64_t len = layout_.piece_len();
+    for (PieceBlock blk : blocks) {
+      const std::int64_t begin = std::max(in.rows_begin, blk.k_piece * len);
+      const std::int64_t end   = std::min(in.rows_end, (blk.k_piece + 1) * len);
+      if (begin >= end) continue;  // the schedule's rows hold every key the block allows
+      blk.mask.k.offset += (begin - blk.k_piece * len) * blk.mask.k.stride;
+      const Impl::RowSpan keys{begin, end};
+      if (layout_.pieces() == 1) f(blk, Impl::AllRows{}, keys);
+      else f(blk, Impl::RowPiece{blk.q_piece, len}, keys);
+    }
+  }
+  /// The rows of a chunk a transfer carries.
+  Impl::RowSpan travelling_rows(const Transfer& tr) const {
+    return tr.whole() ? Impl::RowSpan{0, c_} : Impl::RowSpan{tr.rows_begin, tr.rows_end};
   }
 
   /// The options' mask with its documents read where the kernels run.
@@ -472,13 +500,31 @@ class RingAttention {
 
   using Batch = Impl::RecordedBatch<CommSpace, Exec, Impl::PassRecorder<Exec, RingStats>>;
 
+  /// A token tensor travels whole, or as the transfer's rows: one contiguous
+  /// message per batch element (same tag, matched in order).
   template <class V>
   static void recv(Batch& b, const V& view, const Transfer& tr, int part) {
+    if constexpr (V::rank == 4) {
+      if (!tr.whole()) {
+        for (std::size_t i = 0; i < view.extent(0); ++i) b.recv(batch_rows(view, i, tr), tr.peer, tag(tr, part), tr.kind);
+        return;
+      }
+    }
     b.recv(view, tr.peer, tag(tr, part), tr.kind);
   }
   template <class V>
   static void send(Batch& b, const V& view, const Transfer& tr, int part) {
+    if constexpr (V::rank == 4) {
+      if (!tr.whole()) {
+        for (std::size_t i = 0; i < view.extent(0); ++i) b.send(batch_rows(view, i, tr), tr.peer, tag(tr, part), tr.kind);
+        return;
+      }
+    }
     b.send(view, tr.peer, tag(tr, part), tr.kind);
+  }
+  template <class V>
+  static auto batch_rows(const V& view, std::size_t i, const Transfer& tr) {
+    return Kokkos::subview(view, i, std::make_pair(tr.rows_begin, tr.rows_end), Kokkos::ALL, Kokkos::ALL);
   }
   void begin_pass(const char* pass) {
     // Inputs were produced on the caller's instance; our sends read them.
@@ -490,6 +536,12 @@ class RingAttention {
   void end_pass() { rec_.end("DistAttn::RingAttention: pass done"); }
 
   using Buffers = RingBuffers<T, Acc, Mem>;
+
+  /// The schedule every rank derives from the agreed options: the mask removes the
+  /// tasks it empties and their transfers (communication follows the mask).
+  static RingSchedule schedule_for(int P, int chunk, const RingOptions& opts) {
+    return RingSchedule(RingLayout(P, chunk, opts.kind), opts.mask_rule());
+  }
 
   const MemoryLayout& layout_of(const MemoryPlan& p, Pass pass) const {
     return pass == Pass::Forward ? p.forward : p.backward;

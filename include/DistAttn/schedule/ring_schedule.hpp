@@ -17,12 +17,25 @@
 ///
 /// Everything is computed on demand in O(1) (O(steps) for per-rank lists), so
 /// the schedule costs nothing to hold even for thousands of ranks.
+///
+/// Masked (RingSchedule(layout, rule)): communication follows the mask. A task
+/// whose blocks the mask empties (RingLayout::blocks) is not computed, and the
+/// inputs it would read and the results it would produce are not sent; steps after
+/// the last task of any rank are dropped, and a K/V input (backward: its dK/dV
+/// result) carries only the key rows the task's allowed pairs reach
+/// (Transfer::rows_begin, rows_end). With a causal window W <= chunk a rank then
+/// receives the K/V of the W keys before its rows (zigzag: before each half).
+/// One bit per (rank, step), computed from the global mask, so every rank that
+/// agreed on the options derives the same schedule.
 
 #include <DistAttn/core/error.hpp>
+#include <DistAttn/schedule/ring_layout.hpp>
 #include <DistAttn/schedule/ring_types.hpp>
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace DistAttn {
@@ -33,6 +46,28 @@ class RingSchedule {
     DISTATTN_REQUIRE(num_ranks >= 1, "DistAttn::RingSchedule", "P (num_ranks) must be >= 1, got " << num_ranks);
     num_steps_ = kind == RingKind::Balanced ? num_ranks / 2 + 1 : num_ranks;
   }
+  /// The schedule of `layout`'s ranks and kind under the global mask `rule`
+  /// (positions as the layout places them): tasks no allowed pair reaches, their
+  /// transfers and trailing empty steps removed. A dense rule gives the plain schedule.
+  RingSchedule(const RingLayout& layout, const Mask& rule) : RingSchedule(layout.ranks(), layout.kind()) {
+    if (rule.is_dense()) return;
+    needed_.assign(std::size_t(num_ranks_) * std::size_t(num_steps_), false);
+    kv_rows_.assign(needed_.size(), {0, -1});
+    int last = 0;
+    for (int t = 0; t < num_steps_; ++t)
+      for (int x = 0; x < num_ranks_; ++x) {
+        const auto task = plain_task(x, t);
+        if (!task) continue;
+        const std::vector<PieceBlock> blocks = layout.blocks(*task, rule, rule);
+        if (blocks.empty()) continue;
+        needed_[slot(x, t)] = true;
+        if (!task->own_kv) kv_rows_[slot(x, t)] = key_rows(layout, blocks);
+        last = t;
+      }
+    num_steps_ = last + 1;
+  }
+  /// Whether the mask removed tasks (RingSchedule(layout, rule) with a window or documents).
+  bool masked() const { return !needed_.empty(); }
 
   int num_ranks() const { return num_ranks_; }
   RingKind kind() const { return kind_; }
@@ -69,7 +104,7 @@ class RingSchedule {
         s.send_result = Transfer{PayloadKind::GradKV, from, from, t};
         s.recv_result = Transfer{PayloadKind::GradKV, to, rank, t};
       }
-      return s;
+      return without_unneeded(s);
     }
 
     if (rank >= t) {
@@ -90,7 +125,7 @@ class RingSchedule {
       s.send_input = Transfer{fwd ? PayloadKind::Q : PayloadKind::QBundle, h, rank, t};
       s.recv_result = Transfer{fwd ? PayloadKind::Partial : PayloadKind::GradQ, h, rank, t};
     }
-    return s;
+    return without_unneeded(s);
   }
 
   /// Number of blocks the rank computes (same in both passes).
@@ -154,7 +189,44 @@ class RingSchedule {
   }
 
  private:
+  std::size_t slot(int rank, int t) const { return std::size_t(t) * std::size_t(num_ranks_) + std::size_t(rank); }
   std::optional<ComputeTask> task_unchecked(int rank, int t) const {
+    if (masked() && !needed_[slot(rank, t)]) return std::nullopt;
+    return plain_task(rank, t);
+  }
+  /// Step s with the transfers of removed tasks dropped. A step's own input and
+  /// result belong to the rank's task; the input it sends and the result it gets
+  /// back belong to the task of (rank + t) mod P, the one consumer of its input
+  /// at step t in every kind (a normal rank, a helper, the zigzag successor).
+  RankStep without_unneeded(RankStep s) const {
+    if (!masked()) return s;
+    if (!s.compute) s.recv_input = s.send_result = Transfer{};
+    const int consumer = (s.rank + s.step) % num_ranks_;
+    if (!task_unchecked(consumer, s.step)) s.send_input = s.recv_result = Transfer{};
+    // K/V in and dK/dV back carry the rows of the task that reads them.
+    const auto rows = [&](Transfer& tr, int x) {
+      if (tr.kind != PayloadKind::KV && tr.kind != PayloadKind::GradKV) return;
+      std::tie(tr.rows_begin, tr.rows_end) = kv_rows_[slot(x, s.step)];
+    };
+    rows(s.recv_input, s.rank), rows(s.send_result, s.rank);
+    rows(s.send_input, consumer), rows(s.recv_result, consumer);
+    return s;
+  }
+  /// The local key rows [begin, end) the blocks' allowed pairs reach; {0, -1} for
+  /// all of them. Each block's key interval is monotone in its query position, so
+  /// a block's rows run from the first query's first key to the last query's last.
+  static std::pair<std::int64_t, std::int64_t> key_rows(const RingLayout& layout, const std::vector<PieceBlock>& blocks) {
+    const std::int64_t len = layout.piece_len(), c = layout.chunk();
+    std::int64_t lo = c, hi = 0;
+    for (const PieceBlock& b : blocks) {
+      const RowRange r = b.mask.key_rows(b.mask.q(0), b.mask.q(len - 1), int(len));
+      lo = std::min(lo, b.k_piece * len + r.begin);
+      hi = std::max(hi, b.k_piece * len + r.end);
+    }
+    if (lo == 0 && hi == c) return {0, -1};
+    return {lo, hi};
+  }
+  std::optional<ComputeTask> plain_task(int rank, int t) const {
     if (t == 0) return ComputeTask{rank, rank, true, true, true, false};
     if (kind_ == RingKind::Zigzag) return ComputeTask{rank, (rank - t + num_ranks_) % num_ranks_, true, false, false, false};
     if (rank >= t) return ComputeTask{rank, rank - t, true, false, false, false};
@@ -176,6 +248,8 @@ class RingSchedule {
   int num_ranks_;
   RingKind kind_;
   int num_steps_ = 0;
+  std::vector<bool> needed_;  // masked: whether (rank, step) computes, at slot(rank, step)
+  std::vector<std::pair<std::int64_t, std::int64_t>> kv_rows_;  // masked: the K/V rows its task reads
 };
 
 }  // namespace DistAttn

@@ -55,12 +55,20 @@ struct Transfer {
   /// to post it is the executor's business (inputs may be prefetched during
   /// step-1, results exchanged during step+1).
   int step = -1;
+  /// Local rows [rows_begin, rows_end) of the chunk that travel; rows_end < 0: all
+  /// of them. A masked schedule (ring_schedule.hpp) sends the K/V, and returns the
+  /// dK/dV, of only the key rows some allowed pair of the consumer's task reaches.
+  std::int64_t rows_begin = 0, rows_end = -1;
 
   bool active() const { return kind != PayloadKind::None; }
+  bool whole() const { return rows_end < 0; }
+  /// Rows of a chunk of c that travel.
+  std::int64_t rows(std::int64_t c) const { return whole() ? c : rows_end - rows_begin; }
 };
 
 inline bool operator==(const Transfer& a, const Transfer& b) {
-  return a.kind == b.kind && a.peer == b.peer && a.chunk == b.chunk && a.step == b.step;
+  return a.kind == b.kind && a.peer == b.peer && a.chunk == b.chunk && a.step == b.step &&
+         a.rows_begin == b.rows_begin && a.rows_end == b.rows_end;
 }
 inline bool operator!=(const Transfer& a, const Transfer& b) { return !(a == b); }
 

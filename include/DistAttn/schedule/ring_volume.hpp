@@ -80,6 +80,19 @@ inline std::int64_t payload_bytes(PayloadKind kind, const RingSizes& z) {
   return 0;
 }
 
+/// Words and bytes of one message: its payload over the rows it carries (a masked
+/// schedule sends part of a chunk's K/V and dK/dV, Transfer::rows).
+inline std::int64_t transfer_words(const Transfer& tr, const RingSizes& z) {
+  RingSizes part    = z;
+  part.chunk_tokens = tr.rows(z.chunk_tokens);
+  return payload_words(tr.kind, part);
+}
+inline std::int64_t transfer_bytes(const Transfer& tr, const RingSizes& z) {
+  RingSizes part    = z;
+  part.chunk_tokens = tr.rows(z.chunk_tokens);
+  return payload_bytes(tr.kind, part);
+}
+
 /// Messages, words and bytes one rank sends and receives in one pass, by kind.
 struct RingVolume {
   using PerKind = std::array<std::int64_t, kNumPayloadKinds>;
@@ -117,8 +130,8 @@ inline RingVolume ring_volume(const RingSchedule& s, int rank, Pass pass, const 
     if (!tr.active()) return;
     const int i = RingVolume::idx(tr.kind);
     count[i] += 1;
-    words[i] += payload_words(tr.kind, z);
-    bytes[i] += payload_bytes(tr.kind, z);
+    words[i] += transfer_words(tr, z);
+    bytes[i] += transfer_bytes(tr, z);
   };
   for (int t = 0; t < s.num_steps(); ++t) {
     const RankStep st = s.step(rank, t, pass);

@@ -32,6 +32,15 @@ struct RowPiece {
   auto stats(const V& v) const { return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, rows()); }
 };
 
+/// Rows [begin, end) of a token tensor [B, seq, H, D] or a statistics tensor [B, H, seq].
+struct RowSpan {
+  std::int64_t begin = 0, end = 0;
+  template <class V>
+  auto tokens(const V& v) const { return Kokkos::subview(v, Kokkos::ALL, std::make_pair(begin, end), Kokkos::ALL, Kokkos::ALL); }
+  template <class V>
+  auto stats(const V& v) const { return Kokkos::subview(v, Kokkos::ALL, Kokkos::ALL, std::make_pair(begin, end)); }
+};
+
 /// f(a, rows) for each of `pieces` row pieces of `len` rows; rows is AllRows when there is one.
 template <class F>
 void for_each_row_piece(int pieces, std::int64_t len, F&& f) {
