@@ -38,32 +38,28 @@
 /// comm.depend_on(compute) precedes every post that reuses a slot or sends data
 /// produced on `compute`. There is no device-wide synchronize.
 ///
-/// Memory (docs/design/memory.md): K_t|V_t, kept from forward for backward, is one
-/// allocation; every other buffer of a pass is carved from one workspace that
-/// forward and backward share (executor/memory_plan.hpp). memory_plan() lists
-/// both before anything is allocated, a pass whose growth does not fit fails on
-/// every rank at entry, and a pass of a shape seen before allocates nothing.
+/// Memory (docs/design/memory.md, grid2d/impl/grid2d_workspace.hpp): memory_plan()
+/// lists K_t|V_t and the workspace before anything is allocated, a pass whose
+/// growth does not fit fails on every rank at entry, and a pass of a shape seen
+/// before allocates nothing.
 
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
-#include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/exec/impl/executor_inputs.hpp>
 #include <DistAttn/exec/impl/kernel_documents.hpp>
+#include <DistAttn/exec/impl/pass_recorder.hpp>
+#include <DistAttn/exec/impl/phased_posts.hpp>
+#include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/grid2d/impl/grid2d_buffers.hpp>
 #include <DistAttn/grid2d/impl/grid2d_construction.hpp>
 #include <DistAttn/grid2d/impl/grid2d_workspace.hpp>
-#include <DistAttn/exec/impl/phased_posts.hpp>
+#include <DistAttn/grid2d/impl/kv_transpose.hpp>
 #include <DistAttn/impl/head_groups.hpp>
-#include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
-#include <DistAttn/schedule/padding.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
-#include <DistAttn/core/grid_shape.hpp>
 
 #include <array>
 #include <memory>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -128,10 +124,7 @@ class Grid2DAttention {
   /// The volume-model parameters that describe what this executor sends:
   /// (acc, m, l) partials, LSE + Delta (not O) in the backward gather.
   Grid2DVolumeParams volume_params() const {
-    Grid2DVolumeParams p;
-    p.heads = H_, p.kv_heads = Hkv_, p.head_dim = D_;
-    p.fwd_stats_per_row = 2, p.bwd_stats_per_row = 1, p.bwd_gather_o = false;
-    return p;
+    return {H_, Hkv_, D_, /*fwd_stats_per_row=*/2, /*bwd_stats_per_row=*/1, /*bwd_gather_o=*/false};
   }
   /// Forget K_t, V_t saved by forward (the next backward rebuilds them). Not
   /// needed for safety (backward checks k and v's content), but saves that
@@ -164,7 +157,8 @@ class Grid2DAttention {
     constexpr const char* where = "DistAttn::Grid2DAttention::forward";
     Impl::static_check_forward<T, Exec, QV, KV, VV, OV, LV>();
     agree_.run(grid_->world(), where, config(0), [&] {
-      check_inputs(where, q, k, v);
+      Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
+      Impl::check_executor_extents(where, q, k, B_, n_, H_, Hkv_, D_, "N/P");
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
       agree_.propose(ws_.choose_group(where, false, opts_.head_group, opts_.memory_limit_bytes));
     });
@@ -196,7 +190,8 @@ class Grid2DAttention {
     constexpr const char* where = "DistAttn::Grid2DAttention::backward";
     Impl::static_check_backward<T, Exec, QV, KV, VV, OV, DOV, LV, DQV, DKV, DVV>();
     agree_.run(grid_->world(), where, config(1), [&] {
-      check_inputs(where, q, k, v);
+      Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
+      Impl::check_executor_extents(where, q, k, B_, n_, H_, Hkv_, D_, "N/P");
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
       agree_.propose(ws_.choose_group(where, true, opts_.head_group, opts_.memory_limit_bytes));
       agree_.vote(saved_.matches(compute_, k, v));
@@ -208,12 +203,12 @@ class Grid2DAttention {
     const bool reused = g == Hkv_ && agree_.unanimous();
     if (!reused) saved_.clear();  // K_t|V_t is rewritten below
     if (g == Hkv_) {
-      if (!reused) permute_kv(kc, vc);
+      if (!reused) transpose_.forward(kc, vc, buf_.kvt);
       run_backward(qc, o, dout, lse, dq, dk, dv);
     } else {
       Impl::for_each_head_group(H_, Hkv_, g, [&](auto qh, auto kh) {
         copy_kv_group(kc, vc, kh);
-        permute_kv(CView(buf_.kin), CView(buf_.vin));
+        transpose_.forward(CView(buf_.kin), CView(buf_.vin), buf_.kvt);
         run_backward(Impl::head_range(qc, qh), Impl::head_range(o, qh), Impl::head_range(dout, qh),
                      Impl::stat_head_range(lse, qh), Impl::head_range(dq, qh), Impl::head_range(dk, kh),
                      Impl::head_range(dv, kh));
@@ -229,19 +224,13 @@ class Grid2DAttention {
   /// K_t|V_t holds every head of k and v only when the pass ran them in one group.
   template <class KV, class VV>
   void remember_kv(int group, const KV& k, const VV& v) {
-    if (group == Hkv_)
-      saved_.remember(compute_, k, v);
-    else
-      saved_.clear();
+    group == Hkv_ ? saved_.remember(compute_, k, v) : saved_.clear();
   }
 
   template <class OV, class LV>
   void run_forward(const CView& qc, const CView& kc, const CView& vc, const OV& o, const LV& lse) {
-    permute_kv(kc, vc);
-    if (opts_.variant == Grid2DVariant::NO)
-      forward_no(qc, o, lse);
-    else
-      forward_o(qc, o, lse);
+    transpose_.forward(kc, vc, buf_.kvt);
+    opts_.variant == Grid2DVariant::NO ? forward_no(qc, o, lse) : forward_o(qc, o, lse);
   }
   /// One pass's backward once K_t|V_t holds its heads.
   template <class QV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
@@ -253,11 +242,8 @@ class Grid2DAttention {
     Kokkos::deep_copy(compute_, buf_.bq.b, dout);
     Kokkos::deep_copy(compute_, buf_.bs.a, lse);
     attention_bwd_delta(compute_, o, dout, buf_.bs.b);
-    if (opts_.variant == Grid2DVariant::NO)
-      backward_no();
-    else
-      backward_o();
-    permute_back(dk, dv);
+    opts_.variant == Grid2DVariant::NO ? backward_no() : backward_o();
+    transpose_.backward(buf_.dkvt, buf_.dkvp, dk, dv);
     Impl::convert4(compute_, buf_.dq, dq, "DistAttn::grid2d.convert_dq");
   }
 
@@ -268,40 +254,16 @@ class Grid2DAttention {
   }
   // Message streams (Impl::message_tag): one per kind of message, so concurrent
   // rings on the same communicator (Q blocks and partials on a row) never cross-match.
-  enum Tag : int {
-    kTagPermuteK = 1,
-    kTagPermuteV,
-    kTagQ,
-    kTagQStats,
-    kTagKV,
-    kTagPartial,
-    kTagDQ,
-    kTagDKV,
-    kTagDKVBack,
-  };
+  enum Tag : int { kTagPermuteK = 1, kTagPermuteV, kTagQ, kTagQStats, kTagKV, kTagPartial, kTagDQ, kTagDKV, kTagDKVBack };
 
   Grid2DAttention(std::unique_ptr<Grid> owned, Grid* external, const Exec& compute, int batch,
                   std::int64_t seq_len, int heads, int kv_heads, int head_dim, const Grid2DOptions& opts)
-      : owned_grid_(std::move(owned)),
-        grid_(owned_grid_ ? owned_grid_.get() : external),
-        compute_(compute),
-        B_(batch),
-        H_(heads),
-        Hkv_(kv_heads),
-        D_(head_dim),
-        N_(seq_len),
-        R_(grid_->dims().rows),
-        C_(grid_->dims().cols),
-        r_(grid_->coords().row),
-        c_(grid_->coords().col),
-        n_(int(seq_len / (std::int64_t(R_) * C_))),
-        layout_(R_, C_, seq_len),
-        opts_(opts),
-        rec_(compute, opts),
-        posts_(compute, rec_, CommOf{grid_}),
+      : owned_grid_(std::move(owned)), grid_(owned_grid_ ? owned_grid_.get() : external), compute_(compute),
+        B_(batch), H_(heads), Hkv_(kv_heads), D_(head_dim), N_(seq_len), R_(grid_->dims().rows),
+        C_(grid_->dims().cols), r_(grid_->coords().row), c_(grid_->coords().col),
+        n_(int(seq_len / (std::int64_t(R_) * C_))), layout_(R_, C_, seq_len), opts_(opts), rec_(compute, opts),
+        posts_(compute, rec_, {&grid_->world(), &grid_->row(), &grid_->col()}, &comm_index),
         ws_({R_, C_, B_, N_, H_, Hkv_, D_, opts.variant}) {}
-
-  // ---- argument checks -------------------------------------------------------------
 
   /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
   std::vector<Impl::ConfigField> config(int pass) const {
@@ -309,13 +271,6 @@ class Grid2DAttention {
            std::vector<Impl::ConfigField>{{"rows", R_}, {"cols", C_}, {"pass", pass}};
   }
 
-  template <class QV, class KV, class VV>
-  void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
-    Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
-    Impl::check_executor_extents(where, q, k, B_, n_, H_, Hkv_, D_, "N/P");
-  }
-
-  // ---- geometry -----------------------------------------------------------------
 
   int left() const { return (c_ + C_ - 1) % C_; }   // row ring: send to
   int right() const { return (c_ + 1) % C_; }       // row ring: receive from
@@ -327,23 +282,18 @@ class Grid2DAttention {
   std::size_t kv_words() const { return std::size_t(B_) * n_ * ws_.group() * D_; }        // one K (or V) shard
   std::size_t row_words() const { return std::size_t(B_) * group_heads() * n_; }     // one stats shard
 
-  Mask mask(PositionMap qpos, PositionMap kpos) const {
-    return kdocs_.for_kernels(opts_.mask_rule()).on_block(qpos, kpos);
-  }
-  AttnOptions task_options(const Mask& m) const {
-    AttnOptions ao  = opts_.attn.with_mask(m);
-    ao.check_finite = false;
-    return ao;
+  /// The options of the block call of queries at `qpos` against keys at `kpos`.
+  AttnOptions task(PositionMap qpos, PositionMap kpos) const {
+    return opts_.attn.for_task(kdocs_.for_kernels(opts_.mask_rule()).on_block(qpos, kpos));
   }
 
   // ---- transfers and instrumentation ----------------------------------------------
 
+  static int comm_index(Grid2DPhase p) { return int(comm_of(p)); }
   template <class SV, class RV>
   void post_sendrecv(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, int dst, const RV& recv, int src, Tag tag) {
     posts_.sendrecv(reqs, p, send, dst, recv, src, Impl::message_tag(tag));
   }
-  /// Every request here (sendrecv, collectives) receives data.
-  void wait_on(std::vector<Req>& reqs) { rec_.wait_on(reqs, true); }
 
   void begin_pass(const char* pass, bool backward) {
     // Inputs were produced on the caller's (compute) instance; our sends read them.
@@ -352,81 +302,54 @@ class Grid2DAttention {
     fresh.variant  = opts_.variant;
     fresh.backward = backward;
     rec_.begin(fresh, pass);
-    comm_bytes_.begin(comms());
+    posts_.begin_pass();
   }
   void end_pass() {
     rec_.end("DistAttn::Grid2DAttention: pass done");
-    comm_bytes_.end(comms(), rec_.fields().comm_bytes_sent, rec_.fields().comm_bytes_received);
-  }
-  /// The grid's communicators, indexed by Grid2DComm.
-  std::array<Comm*, kNumGrid2DComms> comms() const { return {&grid_->world(), &grid_->row(), &grid_->col()}; }
-
-  // ---- K/V permutation (schedules.md §2, communication.md "Process grid") -----------
-
-  /// K_p, V_p -> K_t, V_t (buf_.kvt). Fixed points of the permutation copy locally.
-  template <class CV>
-  void permute_kv(const CV& kc, const CV& vc) {
-    const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
-    if (src == me) {
-      Kokkos::deep_copy(compute_, buf_.kvt.a, kc);
-      Kokkos::deep_copy(compute_, buf_.kvt.b, vc);
-      return;
-    }
-    std::vector<Req> reqs;
-    post_sendrecv(reqs, Grid2DPhase::KvPermute, kc, dst, buf_.kvt.a, src, kTagPermuteK);
-    post_sendrecv(reqs, Grid2DPhase::KvPermute, vc, dst, buf_.kvt.b, src, kTagPermuteV);
-    wait_on(reqs);
-  }
-
-  /// dK_t, dV_t (buf_.dkvt) -> this rank's dk, dv in the Qp layout (Alg. 3 line 9;
-  /// added after Alg. 8 too: attention2d.md decision 1).
-  template <class DKV, class DVV>
-  void permute_back(const DKV& dk, const DVV& dv) {
-    const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
-    if (src == me) {
-      Impl::convert4(compute_, buf_.dkvt.a, dk, "DistAttn::grid2d.convert_dk");
-      Impl::convert4(compute_, buf_.dkvt.b, dv, "DistAttn::grid2d.convert_dv");
-      return;
-    }
-    // Our K_t is the K_p of `src`: its gradient goes back there; ours comes from
-    // the rank whose K_t is our K_p.
-    std::vector<Req> reqs;
-    post_sendrecv(reqs, Grid2DPhase::DkvPermute, buf_.dkvt.flat, src, buf_.dkvp.flat, dst, kTagDKVBack);
-    wait_on(reqs);
-    Impl::convert4(compute_, buf_.dkvp.a, dk, "DistAttn::grid2d.convert_dk");
-    Impl::convert4(compute_, buf_.dkvp.b, dv, "DistAttn::grid2d.convert_dv");
+    posts_.end_pass(rec_.fields().comm_bytes_sent, rec_.fields().comm_bytes_received);
   }
 
   /// The position-ordered Kg, Vg: the gathered buffers, or K_t, V_t themselves when R == 1.
   const TView& kg() const { return R_ > 1 ? buf_.kg : buf_.kvt.a; }
   const TView& vg() const { return R_ > 1 ? buf_.vg : buf_.kvt.b; }
 
-  /// Copies the K_t/V_t block of grid row `krow` (contiguous) into its rows of Kg/Vg.
-  void put_kv_block(const Impl::FlatPair4<T, Mem>& blk, int krow) {
-    Impl::interleave_rows(compute_, blk.a.data(), 0, krow, 1, R_, buf_.kg, "DistAttn::grid2d.put_k_block");
-    Impl::interleave_rows(compute_, blk.b.data(), 0, krow, 1, R_, buf_.vg, "DistAttn::grid2d.put_v_block");
+  /// Algs. 5 and 9: the column ring. Step i (1-based) hands `tile` the K_t|V_t
+  /// block of grid row (r + i - 1) mod R: our own first, block i >= 2 arriving in
+  /// slot i % 2 while block i - 1 is worked on. Each block also fills its rows of
+  /// Kg/Vg for the row ring.
+  template <class F>
+  void column_ring(F&& tile) {
+    std::vector<Req> hk;
+    for (int i = 1; i <= R_; ++i) {
+      rec_.step();
+      const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
+      if (i > 1) posts_.wait(hk);
+      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
+      const int krow = (r_ + i - 1) % R_;
+      rec_.timed([&] { tile(cur, krow); });
+      if (C_ > 1 && R_ > 1)
+        Impl::interleave_kv_rows(compute_, cur.a.data(), kv_words(), 0, krow, 1, R_, buf_.kg, buf_.vg, "DistAttn::grid2d.put_kv");
+    }
   }
 
   // ---- forward NO (Alg. 1 + Alg. 7; attention2d.md §2) -----------------------------
 
   template <class OV, class LV>
-  void forward_no(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
+  void forward_no(const CView& qc, const OV& o, const LV& lse) {
     rec_.step();  // the gathers and the one tile
     std::vector<Req> reqs;
     if (C_ > 1) posts_.all_gather(reqs, Grid2DPhase::RowGather, qc, buf_.qraw);
     if (R_ > 1) posts_.all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
-    wait_on(reqs);
+    posts_.wait(reqs);
     // Rank-ordered blocks -> position order (attention2d.md decision 2).
     Impl::interleave_rows(compute_, C_ > 1 ? buf_.qraw.data() : qc.data(), q_words(), 0, C_, C_, buf_.qg,
                           "DistAttn::grid2d.interleave_q");
-    if (R_ > 1) {
-      Impl::interleave_rows(compute_, buf_.kvraw.data(), 2 * kv_words(), 0, R_, R_, buf_.kg, "DistAttn::grid2d.interleave_k");
-      Impl::interleave_rows(compute_, buf_.kvraw.data() + kv_words(), 2 * kv_words(), 0, R_, R_, buf_.vg,
-                            "DistAttn::grid2d.interleave_v");
-    }
+    if (R_ > 1)  // rank-ordered blocks -> position order
+      Impl::interleave_kv_rows(compute_, buf_.kvraw.data(), kv_words(), 2 * kv_words(), 0, R_, R_, buf_.kg, buf_.vg,
+                               "DistAttn::grid2d.interleave_kv");
     reset_state(compute_, buf_.stg);
     rec_.timed([&] {
-      attention_fwd_update(compute_, buf_.qg, kg(), vg(), buf_.stg, task_options(mask(layout_.qg(r_), layout_.kg(c_))));
+      attention_fwd_update(compute_, buf_.qg, kg(), vg(), buf_.stg, task(layout_.qg(r_), layout_.kg(c_)));
     });
     if (C_ == 1) {
       attention_finalize(compute_, buf_.stg, o, lse);
@@ -440,7 +363,7 @@ class Grid2DAttention {
     for (int i = 2; i <= C_; ++i) {
       rec_.step();
       post_sendrecv(reqs, Grid2DPhase::RowReduceScatter, S.flat, left(), Rv.flat, right(), kTagPartial);
-      wait_on(reqs);
+      posts_.wait(reqs);
       Impl::get_state_block(compute_, buf_.stg, (c_ + i) % C_, C_, S.st);
       attention_merge(compute_, S.st, Rv.st);
       rec_.merged();
@@ -451,27 +374,16 @@ class Grid2DAttention {
   // ---- forward O (Algs. 4-6; attention2d.md §2) -------------------------------------
 
   template <class OV, class LV>
-  void forward_o(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
-    std::vector<Req> hq, hk, hs;
+  void forward_o(const CView& qc, const OV& o, const LV& lse) {
+    std::vector<Req> hq, hs;
     // Alg. 4 line 4: fetch the right neighbour's Q in the background.
     if (C_ > 1) post_sendrecv(hq, Grid2DPhase::RowGather, qc, left(), buf_.qslot[0], right(), kTagQ);
     reset_state(compute_, buf_.own);
-    // Alg. 5: column ring. Block i (1-based) is K_t of grid row (r + i - 1) mod R;
-    // block 1 is our own K_t, block i >= 2 arrives in slot i % 2.
-    for (int i = 1; i <= R_; ++i) {
-      rec_.step();
-      const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
-      if (i > 1) wait_on(hk);
-      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
-      const int krow = (r_ + i - 1) % R_;
-      rec_.timed([&] {
-        attention_fwd_update(compute_, qc, cur.a, cur.b, buf_.own,
-                             task_options(mask(layout_.qp(r_, c_), layout_.kt(krow, c_))));
-      });
-      if (C_ > 1 && R_ > 1) put_kv_block(cur, krow);
-    }
+    column_ring([&](const auto& kv, int krow) {  // Alg. 5
+      attention_fwd_update(compute_, qc, kv.a, kv.b, buf_.own, task(layout_.qp(r_, c_), layout_.kt(krow, c_)));
+    });
     if (C_ > 1) {
-      wait_on(hq);  // Alg. 4 line 6
+      posts_.wait(hq);  // Alg. 4 line 6
       // Alg. 6: iteration i works on the Q block of column (c + i) mod C against
       // the whole Kg (one call: the step-like mask is position-based), adds the
       // partial of the same block received from the right and passes it left.
@@ -479,16 +391,15 @@ class Grid2DAttention {
         rec_.step();
         const int qcol   = (c_ + i) % C_;
         const TView& qn  = buf_.qslot[(i - 1) % 2];
-        if (i > 1) wait_on(hq);
+        if (i > 1) posts_.wait(hq);
         if (i < C_ - 1) post_sendrecv(hq, Grid2DPhase::RowGather, qn, left(), buf_.qslot[i % 2], right(), kTagQ);
         auto& part = buf_.part[i % 2];
         reset_state(compute_, part.st);
         rec_.timed([&] {
-          attention_fwd_update(compute_, qn, kg(), vg(), part.st,
-                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+          attention_fwd_update(compute_, qn, kg(), vg(), part.st, task(layout_.qp(r_, qcol), layout_.kg(c_)));
         });
         if (i > 1) {
-          wait_on(hs);
+          posts_.wait(hs);
           attention_merge(compute_, part.st, buf_.precv.st);
           rec_.merged();
         }
@@ -496,7 +407,7 @@ class Grid2DAttention {
       }
       // The last partial from the right is our own queries over every key column
       // but ours (Alg. 6 trace); Alg. 4 line 8 adds column c.
-      wait_on(hs);
+      posts_.wait(hs);
       attention_merge(compute_, buf_.own, buf_.precv.st);
       rec_.merged();
     }
@@ -513,7 +424,7 @@ class Grid2DAttention {
       posts_.all_gather(reqs, Grid2DPhase::RowGather, buf_.bs.flat, buf_.raws);
     }
     if (R_ > 1) posts_.all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
-    wait_on(reqs);
+    posts_.wait(reqs);
     const T* tq   = C_ > 1 ? buf_.rawq.data() : buf_.bq.flat.data();
     const Acc* ts = C_ > 1 ? buf_.raws.data() : buf_.bs.flat.data();
     const std::size_t sq = q_words(), ss = row_words();
@@ -521,17 +432,14 @@ class Grid2DAttention {
     Impl::interleave_rows(compute_, tq + sq, 2 * sq, 0, C_, C_, buf_.dog, "DistAttn::grid2d.interleave_do");
     Impl::interleave_stats(compute_, ts, 2 * ss, 0, C_, C_, buf_.lseg, "DistAttn::grid2d.interleave_lse");
     Impl::interleave_stats(compute_, ts + ss, 2 * ss, 0, C_, C_, buf_.delg, "DistAttn::grid2d.interleave_delta");
-    if (R_ > 1) {
-      Impl::interleave_rows(compute_, buf_.kvraw.data(), 2 * kv_words(), 0, R_, R_, buf_.kg, "DistAttn::grid2d.interleave_k");
-      Impl::interleave_rows(compute_, buf_.kvraw.data() + kv_words(), 2 * kv_words(), 0, R_, R_, buf_.vg,
-                            "DistAttn::grid2d.interleave_v");
-    }
+    if (R_ > 1)  // rank-ordered blocks -> position order
+      Impl::interleave_kv_rows(compute_, buf_.kvraw.data(), kv_words(), 2 * kv_words(), 0, R_, R_, buf_.kg, buf_.vg,
+                               "DistAttn::grid2d.interleave_kv");
     Kokkos::deep_copy(compute_, buf_.dqg, Acc(0));
-    Kokkos::deep_copy(compute_, buf_.dkvg.a, Acc(0));
-    Kokkos::deep_copy(compute_, buf_.dkvg.b, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dkvg.flat, Acc(0));
     rec_.timed([&] {
       attention_bwd_update(compute_, buf_.qg, kg(), vg(), buf_.dog, buf_.lseg, buf_.delg, buf_.dqg, buf_.dkvg.a, buf_.dkvg.b,
-                           task_options(mask(layout_.qg(r_), layout_.kg(c_))));
+                           task(layout_.qg(r_), layout_.kg(c_)));
     });
     // Alg. 3 line 7 (corrected: dQ_g): rank-ordered shards, library reduce-scatter.
     if (C_ > 1) {
@@ -548,42 +456,33 @@ class Grid2DAttention {
                               "DistAttn::grid2d.shard_dv");
       posts_.reduce_scatter(reqs, Grid2DPhase::ColReduceScatter, buf_.rawdkv, buf_.dkvt.flat);
     }
-    wait_on(reqs);
+    posts_.wait(reqs);
   }
 
   // ---- backward O (Algs. 8-11 corrected; attention2d.md decision 7) -----------------
 
   void backward_o() {
-    std::vector<Req> hq, hk, hs;
+    std::vector<Req> hq, hs;
     // Alg. 8 line 5: fetch the right neighbour's query bundle in the background.
     if (C_ > 1) {
       post_sendrecv(hq, Grid2DPhase::RowGather, buf_.bq.flat, left(), buf_.bslotq[0].flat, right(), kTagQ);
       post_sendrecv(hq, Grid2DPhase::RowGather, buf_.bs.flat, left(), buf_.bslots[0].flat, right(), kTagQStats);
     }
     Kokkos::deep_copy(compute_, buf_.dq, Acc(0));
-    Kokkos::deep_copy(compute_, buf_.dkvg.a, Acc(0));
-    Kokkos::deep_copy(compute_, buf_.dkvg.b, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dkvg.flat, Acc(0));
     // Alg. 9: column ring of K_t/V_t blocks against the own query bundle; dK/dV
     // contributions accumulate in place in the position-ordered dKg/dVg.
-    for (int i = 1; i <= R_; ++i) {
-      rec_.step();
-      const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
-      if (i > 1) wait_on(hk);
-      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
-      const int krow = (r_ + i - 1) % R_;
-      rec_.timed([&] {
-        attention_bwd_update(compute_, buf_.bq.a, cur.a, cur.b, buf_.bq.b, buf_.bs.a, buf_.bs.b, buf_.dq, Impl::row_block(buf_.dkvg.a, krow, R_),
-                             Impl::row_block(buf_.dkvg.b, krow, R_),
-                             task_options(mask(layout_.qp(r_, c_), layout_.kt(krow, c_))));
-      });
-      if (C_ > 1 && R_ > 1) put_kv_block(cur, krow);
-    }
+    column_ring([&](const auto& kv, int krow) {
+      attention_bwd_update(compute_, buf_.bq.a, kv.a, kv.b, buf_.bq.b, buf_.bs.a, buf_.bs.b, buf_.dq,
+                           Impl::row_block(buf_.dkvg.a, krow, R_), Impl::row_block(buf_.dkvg.b, krow, R_),
+                           task(layout_.qp(r_, c_), layout_.kt(krow, c_)));
+    });
     if (C_ == 1) {
       // No other query blocks: Alg. 11 degenerates to the column reduce-scatter alone.
       column_scatter_dkv(nullptr, nullptr, c_, buf_.dq);
       return;
     }
-    wait_on(hq);  // Alg. 8 line 7
+    posts_.wait(hq);  // Alg. 8 line 7
     // Alg. 10: query bundles of the other columns travel the row ring; their dQ
     // partials are reduce-scattered along the same ring; the last one overlaps
     // with the column reduce-scatter of dK/dV (Alg. 11).
@@ -592,7 +491,7 @@ class Grid2DAttention {
       const int qcol = (c_ + i) % C_;
       const auto& bq = buf_.bslotq[(i - 1) % 2];
       const auto& bs = buf_.bslots[(i - 1) % 2];
-      if (i > 1) wait_on(hq);
+      if (i > 1) posts_.wait(hq);
       if (i < C_ - 1) {
         post_sendrecv(hq, Grid2DPhase::RowGather, bq.flat, left(), buf_.bslotq[i % 2].flat, right(), kTagQ);
         post_sendrecv(hq, Grid2DPhase::RowGather, bs.flat, left(), buf_.bslots[i % 2].flat, right(), kTagQStats);
@@ -602,19 +501,19 @@ class Grid2DAttention {
       if (i < C_ - 1) {
         rec_.timed([&] {
           attention_bwd_update(compute_, bq.a, kg(), vg(), bq.b, bs.a, bs.b, dqp, buf_.dkvg.a, buf_.dkvg.b,
-                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+                               task(layout_.qp(r_, qcol), layout_.kg(c_)));
         });
       } else {
         column_scatter_dkv(&bq, &bs, qcol, dqp);
       }
       if (i > 1) {
-        wait_on(hs);
+        posts_.wait(hs);
         Impl::add4(compute_, buf_.dqrecv, dqp, "DistAttn::grid2d.add_dq");
         rec_.merged();
       }
       post_sendrecv(hs, Grid2DPhase::RowReduceScatter, dqp, left(), buf_.dqrecv, right(), kTagDQ);
     }
-    wait_on(hs);
+    posts_.wait(hs);
     // Alg. 8 line 9: own dQ = own-column part (Alg. 9) + the other columns' (ring).
     Impl::add4(compute_, buf_.dqrecv, buf_.dq, "DistAttn::grid2d.add_dq");
     rec_.merged();
@@ -629,7 +528,7 @@ class Grid2DAttention {
       if (bq) {
         rec_.timed([&] {
           attention_bwd_update(compute_, bq->a, kg(), vg(), bq->b, bs->a, bs->b, dqp, buf_.dkvg.a, buf_.dkvg.b,
-                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+                               task(layout_.qp(r_, qcol), layout_.kg(c_)));
         });
       }
       return;  // dK_t/dV_t are dKg/dVg themselves when R == 1
@@ -643,16 +542,15 @@ class Grid2DAttention {
       rec_.step();
       const int krow = (r_ + i - 1) % R_;
       auto& part     = buf_.dkvpart[i % 2];
-      take_dkv_block(krow, part);
+      Impl::deinterleave_kv_rows(compute_, buf_.dkvg.a, buf_.dkvg.b, krow, R_, part, "DistAttn::grid2d.take_dkv");
       if (bq) {
         rec_.timed([&] {
           attention_bwd_update(compute_, bq->a, Impl::row_block(buf_.kg, krow, R_), Impl::row_block(buf_.vg, krow, R_), bq->b,
-                               bs->a, bs->b, dqp, part.a, part.b,
-                               task_options(mask(layout_.qp(r_, qcol), layout_.kt(krow, c_))));
+                               bs->a, bs->b, dqp, part.a, part.b, task(layout_.qp(r_, qcol), layout_.kt(krow, c_)));
         });
       }
       if (i > 2) {
-        wait_on(hd);
+        posts_.wait(hd);
         Impl::add4(compute_, buf_.dkvrecv.a, part.a, "DistAttn::grid2d.add_dk");
         Impl::add4(compute_, buf_.dkvrecv.b, part.b, "DistAttn::grid2d.add_dv");
         rec_.merged();
@@ -661,25 +559,20 @@ class Grid2DAttention {
     }
     // Own block (lines 15-18, corrected): fresh contribution + locally accumulated
     // dK_1/dV_1 + the reduced partial of the other grid rows.
-    take_dkv_block(r_, buf_.dkvt);
+    Impl::deinterleave_kv_rows(compute_, buf_.dkvg.a, buf_.dkvg.b, r_, R_, buf_.dkvt, "DistAttn::grid2d.take_dkv");
     if (bq) {
       rec_.timed([&] {
         attention_bwd_update(compute_, bq->a, Impl::row_block(buf_.kg, r_, R_), Impl::row_block(buf_.vg, r_, R_), bq->b,
                              bs->a, bs->b, dqp, buf_.dkvt.a, buf_.dkvt.b,
-                             task_options(mask(layout_.qp(r_, qcol), layout_.kt(r_, c_))));
+                             task(layout_.qp(r_, qcol), layout_.kt(r_, c_)));
       });
     }
-    wait_on(hd);
+    posts_.wait(hd);
     Impl::add4(compute_, buf_.dkvrecv.a, buf_.dkvt.a, "DistAttn::grid2d.add_dk");
     Impl::add4(compute_, buf_.dkvrecv.b, buf_.dkvt.b, "DistAttn::grid2d.add_dv");
     rec_.merged();
   }
 
-  /// dst <- rows of grid row `krow` of dKg/dVg (contiguous copy).
-  void take_dkv_block(int krow, const Impl::FlatPair4<Acc, Mem>& dst) {
-    Impl::deinterleave_rows(compute_, buf_.dkvg.a, krow, 1, R_, dst.a.data(), 0, "DistAttn::grid2d.take_dk_block");
-    Impl::deinterleave_rows(compute_, buf_.dkvg.b, krow, 1, R_, dst.b.data(), 0, "DistAttn::grid2d.take_dv_block");
-  }
 
   std::unique_ptr<Grid> owned_grid_;
   Grid* grid_;
@@ -693,16 +586,10 @@ class Grid2DAttention {
   Impl::PassRecorder<Exec, Grid2DStats> rec_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
   Impl::StagedQKV<T, Mem> staged_{"DistAttn::grid2d"};
-  /// Picks the communicator a phase runs on (grid2d_types.hpp: comm_of).
-  struct CommOf {
-    Grid* grid;
-    Comm& operator()(Grid2DPhase p) const {
-      const Grid2DComm c = comm_of(p);
-      return c == Grid2DComm::World ? grid->world() : c == Grid2DComm::Row ? grid->row() : grid->col();
-    }
-  };
-  Impl::PhasedPosts<CommSpace, Exec, Impl::PassRecorder<Exec, Grid2DStats>, Grid2DPhase, CommOf> posts_;
-  Impl::CommBytes<kNumGrid2DComms> comm_bytes_;
+  using Posts = Impl::PhasedPosts<CommSpace, Exec, Impl::PassRecorder<Exec, Grid2DStats>, Grid2DPhase, kNumGrid2DComms>;
+  Posts posts_;  // on the world, row and column communicators (indexed by Grid2DComm)
+  Impl::KvTranspose<Grid, Posts, Exec> transpose_{*grid_, posts_, compute_, Impl::message_tag(kTagPermuteK),
+                                                  Impl::message_tag(kTagPermuteV), Impl::message_tag(kTagDKVBack)};
 
   Impl::SavedInputs<Exec> saved_;
   Impl::Grid2DWorkspace<T, Mem> ws_;

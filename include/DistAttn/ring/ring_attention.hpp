@@ -451,11 +451,7 @@ class RingAttention {
 
   /// The options' mask with its documents read where the kernels run.
   Mask kernel_rule() const { return kdocs_.for_kernels(opts_.mask_rule()); }
-  AttnOptions task_options(const Mask& mask) const {
-    AttnOptions ao  = opts_.attn.with_mask(mask);
-    ao.check_finite = false;
-    return ao;
-  }
+  AttnOptions task_options(const Mask& mask) const { return opts_.attn.for_task(mask); }
 
   static int tag(const Transfer& tr, int part) { return Impl::message_tag(int(tr.kind), tr.step, part); }
 

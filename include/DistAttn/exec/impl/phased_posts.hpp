@@ -20,18 +20,21 @@
 
 namespace DistAttn::Impl {
 
-/// `CommOf` maps a phase to the communicator it runs on (a callable Phase -> Comm&).
-template <class CommSpace, class Exec, class Recorder, class Phase, class CommOf>
+/// Runs on N communicators; `comm_of` maps a phase to the index of its communicator.
+template <class CommSpace, class Exec, class Recorder, class Phase, std::size_t N>
 class PhasedPosts {
  public:
-  using Comm = Communicator<CommSpace, Exec>;
-  using Req  = Request<CommSpace>;
+  using Comm  = Communicator<CommSpace, Exec>;
+  using Req   = Request<CommSpace>;
+  using Comms = std::array<Comm*, N>;
 
-  PhasedPosts(const Exec& compute, Recorder& rec, CommOf comm_of) : compute_(compute), rec_(rec), comm_of_(comm_of) {}
+  PhasedPosts(const Exec& compute, Recorder& rec, const Comms& comms, int (*comm_of)(Phase))
+      : compute_(compute), rec_(rec), comms_(comms), comm_of_(comm_of) {}
 
   template <class SV, class RV>
   void sendrecv(std::vector<Req>& reqs, Phase p, const SV& send, int dst, const RV& recv, int src, int tag) {
-    post(reqs, p, byte_size(send), byte_size(recv), [&](Comm& c) { return DistAttn::sendrecv(c, send, dst, recv, src, tag); });
+    post(reqs, p, byte_size(send), byte_size(recv),
+         [&](Comm& c) { return DistAttn::sendrecv(c, send, dst, recv, src, tag); });
   }
   /// Every rank receives the other size-1 ranks' `send`.
   template <class SV, class RV>
@@ -43,17 +46,36 @@ class PhasedPosts {
   template <class SV, class RV>
   void reduce_scatter(std::vector<Req>& reqs, Phase p, const SV& send, const RV& recv) {
     const std::uint64_t b = others(p) * byte_size(recv);
-    post(reqs, p, b, b, [&](Comm& c) { return reduce_scatter_sum(c, send, recv); });
+    post(reqs, p, b, b, [&](Comm& c) { return DistAttn::reduce_scatter_sum(c, send, recv); });
+  }
+  /// Every request posted here receives data, so waiting on it may take the
+  /// pass's receive delay (ExecutorOptions::recv_delay_ms).
+  void wait(std::vector<Req>& reqs) { rec_.wait_on(reqs, true); }
+
+  /// Bytes each communicator carries from begin_pass() to end_pass(), from its
+  /// own counters (what the per-phase counts cannot show: which link carried them).
+  void begin_pass() {
+    for (std::size_t i = 0; i < N; ++i) {
+      sent0_[i] = comms_[i]->counters().bytes_sent();
+      recv0_[i] = comms_[i]->counters().bytes_received();
+    }
+  }
+  void end_pass(std::array<std::uint64_t, N>& sent, std::array<std::uint64_t, N>& received) const {
+    for (std::size_t i = 0; i < N; ++i) {
+      sent[i]     = comms_[i]->counters().bytes_sent() - sent0_[i];
+      received[i] = comms_[i]->counters().bytes_received() - recv0_[i];
+    }
   }
 
  private:
-  std::uint64_t others(Phase p) { return std::uint64_t(comm_of_(p).size() - 1); }
+  Comm& comm(Phase p) const { return *comms_[std::size_t(comm_of_(p))]; }
+  std::uint64_t others(Phase p) const { return std::uint64_t(comm(p).size() - 1); }
   template <class F>
   void post(std::vector<Req>& reqs, Phase p, std::uint64_t sent, std::uint64_t received, F&& start) {
     if (rec_.skip_transfers()) return;
-    Comm& comm = comm_of_(p);
-    comm.depend_on(compute_);
-    reqs.push_back(start(comm));
+    Comm& c = comm(p);
+    c.depend_on(compute_);
+    reqs.push_back(start(c));
     rec_.sent(p, sent);
     rec_.received(p, received);
     rec_.posted();
@@ -61,31 +83,8 @@ class PhasedPosts {
 
   Exec compute_;
   Recorder& rec_;
-  CommOf comm_of_;
-};
-
-/// Bytes each of N communicators carried during a pass, from their own counters
-/// (what PassStats' per-phase counts cannot show: which link carried them).
-template <std::size_t N>
-class CommBytes {
- public:
-  template <class Comm>
-  void begin(const std::array<Comm*, N>& comms) {
-    for (std::size_t i = 0; i < N; ++i) {
-      sent0_[i] = comms[i]->counters().bytes_sent();
-      recv0_[i] = comms[i]->counters().bytes_received();
-    }
-  }
-  template <class Comm>
-  void end(const std::array<Comm*, N>& comms, std::array<std::uint64_t, N>& sent,
-           std::array<std::uint64_t, N>& received) const {
-    for (std::size_t i = 0; i < N; ++i) {
-      sent[i]     = comms[i]->counters().bytes_sent() - sent0_[i];
-      received[i] = comms[i]->counters().bytes_received() - recv0_[i];
-    }
-  }
-
- private:
+  Comms comms_;
+  int (*comm_of_)(Phase);
   std::array<std::uint64_t, N> sent0_{}, recv0_{};
 };
 
