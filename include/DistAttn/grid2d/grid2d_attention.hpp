@@ -86,8 +86,6 @@ class Grid2DAttention {
   using Req      = Request<CommSpace>;
   using TView    = Tensor4<T, Mem>;
   using AccView  = Tensor4<Acc, Mem>;
-  using StatView = RowStats<Acc, Mem>;
-  using State    = AttnState<Acc, Mem>;
 
   /// @param grid     R x C process grid (not owned; must outlive the executor)
   /// @param compute  instance the block calls run on (another stream than the communicators' on GPUs)

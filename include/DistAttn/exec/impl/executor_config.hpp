@@ -17,7 +17,8 @@ namespace DistAttn::Impl {
 
 /// heads a multiple of kv_heads, and the requested head group a divisor of kv_heads.
 inline void check_heads(const char* where, int heads, int kv_heads, int head_group) {
-  DISTATTN_REQUIRE(heads % kv_heads == 0, where, "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
+  DISTATTN_REQUIRE(heads % kv_heads == 0, where,
+                   "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
   DISTATTN_REQUIRE(head_group >= 0 && (head_group == 0 || kv_heads % head_group == 0), where,
                    "head_group (" << head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads << ")");
 }

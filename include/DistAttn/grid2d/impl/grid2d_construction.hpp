@@ -26,8 +26,8 @@ inline std::string grid2d_pad_advice(std::int64_t N, int P, bool causal) {
   std::ostringstream os;
   if (causal)
     os << "Pad the sequence at its end to N=" << padded << " with DistAttn::SequencePadding(N, P, "
-       << "TokenLayout::Kind::Cyclic) (DistAttn/schedule/padding.hpp): padded keys come after every real query, so real "
-          "rows stay exact; it zeroes the padded rows, which need dO = 0 in backward";
+       << "TokenLayout::Kind::Cyclic) (DistAttn/schedule/padding.hpp): padded keys come after every real query, "
+          "so real rows stay exact; it zeroes the padded rows, which need dO = 0 in backward";
   else
     os << "With full (non-causal) attention padding is not exact, because padded keys would enter every "
           "row: choose N divisible by P";
