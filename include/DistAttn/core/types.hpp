@@ -70,6 +70,13 @@ struct TileOptions : AttnOptions {
     a.mask        = m;
     return a;
   }
+  /// The options of one tile of a pass: its mask, and no finiteness scan, since
+  /// the pass's entry scanned the caller's inputs once already (when asked to).
+  AttnOptions for_task(const Mask& m) const {
+    AttnOptions a  = with_mask(m);
+    a.check_finite = false;
+    return a;
+  }
 
  private:
   using AttnOptions::mask;

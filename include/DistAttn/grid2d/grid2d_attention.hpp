@@ -38,29 +38,28 @@
 /// comm.depend_on(compute) precedes every post that reuses a slot or sends data
 /// produced on `compute`. There is no device-wide synchronize.
 ///
-/// Memory (docs/design/memory.md): K_t|V_t, kept from forward for backward, is one
-/// allocation; every other buffer of a pass is carved from one workspace that
-/// forward and backward share (executor/memory_plan.hpp). memory_plan() lists
-/// both before anything is allocated, a pass whose growth does not fit fails on
-/// every rank at entry, and a pass of a shape seen before allocates nothing.
+/// Memory (docs/design/memory.md, grid2d/impl/grid2d_workspace.hpp): memory_plan()
+/// lists K_t|V_t and the workspace before anything is allocated, a pass whose
+/// growth does not fit fails on every rank at entry, and a pass of a shape seen
+/// before allocates nothing.
 
 #include <DistAttn/attention.hpp>
 #include <DistAttn/comm.hpp>
-#include <DistAttn/executor/memory_plan.hpp>
-#include <DistAttn/grid2d/grid2d_types.hpp>
 #include <DistAttn/exec/impl/executor_inputs.hpp>
 #include <DistAttn/exec/impl/kernel_documents.hpp>
-#include <DistAttn/grid2d/impl/grid2d_buffers.hpp>
-#include <DistAttn/impl/head_groups.hpp>
 #include <DistAttn/exec/impl/pass_recorder.hpp>
+#include <DistAttn/exec/impl/phased_posts.hpp>
+#include <DistAttn/grid2d/grid2d_types.hpp>
+#include <DistAttn/grid2d/impl/grid2d_buffers.hpp>
+#include <DistAttn/grid2d/impl/grid2d_construction.hpp>
+#include <DistAttn/grid2d/impl/grid2d_workspace.hpp>
+#include <DistAttn/grid2d/impl/kv_transpose.hpp>
+#include <DistAttn/impl/head_groups.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
-#include <DistAttn/schedule/padding.hpp>
 #include <DistAttn/schedule/grid2d_layout.hpp>
-#include <DistAttn/core/grid_shape.hpp>
 
 #include <array>
 #include <memory>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -87,16 +86,14 @@ class Grid2DAttention {
   using Req      = Request<CommSpace>;
   using TView    = Tensor4<T, Mem>;
   using AccView  = Tensor4<Acc, Mem>;
-  using StatView = RowStats<Acc, Mem>;
-  using State    = AttnState<Acc, Mem>;
 
   /// @param grid     R x C process grid (not owned; must outlive the executor)
   /// @param compute  instance the block calls run on (another stream than the communicators' on GPUs)
   /// @param seq_len  global sequence length N; must be a multiple of P = R*C
   Grid2DAttention(Grid& grid, const Exec& compute, int batch, std::int64_t seq_len, int heads, int kv_heads,
                   int head_dim, const Grid2DOptions& opts = {})
-      : Grid2DAttention(nullptr, &agreed_grid(grid, batch, seq_len, heads, kv_heads, head_dim, opts), compute, batch,
-                        seq_len, heads, kv_heads, head_dim, opts) {}
+      : Grid2DAttention(nullptr, &Impl::agreed_grid<T>(grid, batch, seq_len, heads, kv_heads, head_dim, opts), compute,
+                        batch, seq_len, heads, kv_heads, head_dim, opts) {}
 
   /// Builds (collectively over `world`) and owns an R x C grid. rows = cols = 0
   /// lets choose_grid_shape pick it from P, heads and kv_heads (schedules.md §2.1);
@@ -104,8 +101,8 @@ class Grid2DAttention {
   /// communicator as `Comm&` (the grid duplicates it; it need not outlive the executor).
   Grid2DAttention(Comm& world, int rows, int cols, const Exec& compute, int batch, std::int64_t seq_len,
                   int heads, int kv_heads, int head_dim, const Grid2DOptions& opts = {})
-      : Grid2DAttention(make_grid(world, rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts), nullptr, compute,
-                        batch, seq_len, heads, kv_heads, head_dim, opts) {}
+      : Grid2DAttention(Impl::make_agreed_grid<T, Grid>(world, rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts),
+                        nullptr, compute, batch, seq_len, heads, kv_heads, head_dim, opts) {}
 
   Grid2DAttention(const Grid2DAttention&)            = delete;
   Grid2DAttention& operator=(const Grid2DAttention&) = delete;
@@ -116,7 +113,7 @@ class Grid2DAttention {
   int rows() const { return R_; }
   int cols() const { return C_; }
   /// kv heads per pass of the last pass (head chunking; 0 before the first pass).
-  int kv_heads_per_pass() const { return group_; }
+  int kv_heads_per_pass() const { return ws_.group(); }
   /// Tokens per rank, N/P.
   int shard_len() const { return n_; }
   const Grid2DOptions& options() const { return opts_; }
@@ -125,10 +122,7 @@ class Grid2DAttention {
   /// The volume-model parameters that describe what this executor sends:
   /// (acc, m, l) partials, LSE + Delta (not O) in the backward gather.
   Grid2DVolumeParams volume_params() const {
-    Grid2DVolumeParams p;
-    p.heads = H_, p.kv_heads = Hkv_, p.head_dim = D_;
-    p.fwd_stats_per_row = 2, p.bwd_stats_per_row = 1, p.bwd_gather_o = false;
-    return p;
+    return {H_, Hkv_, D_, /*fwd_stats_per_row=*/2, /*bwd_stats_per_row=*/1, /*bwd_gather_o=*/false};
   }
   /// Forget K_t, V_t saved by forward (the next backward rebuilds them). Not
   /// needed for safety (backward checks k and v's content), but saves that
@@ -145,7 +139,7 @@ class Grid2DAttention {
     invalidate_saved_inputs();
   }
   /// Bytes this executor holds now (K_t|V_t and the workspace).
-  std::size_t held_bytes() const { return mem_.held(); }
+  std::size_t held_bytes() const { return ws_.held(); }
 
   /// What forward and backward allocate on this rank, per buffer: K_t|V_t, then
   /// the pass's workspace (the executor holds K_t|V_t plus the larger workspace).
@@ -154,12 +148,8 @@ class Grid2DAttention {
   /// The same for any R x C grid and extents, without a communicator.
   static MemoryPlan memory_plan(int rows, int cols, int batch, std::int64_t seq_len, int heads, int kv_heads,
                                 int head_dim, const Grid2DOptions& opts = {}) {
-    const int g   = opts.head_group > 0 ? opts.head_group : kv_heads;
-    const Shape s = make_shape(rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts.variant, g);
-    Buffers scratch;
-    return Impl::KeptAndPassWorkspace<Mem>::plan([&](Impl::Carver<Mem>& c) { lay_out_kept(c, scratch, s); },
-                                                 [&](Impl::Carver<Mem>& c) { lay_out_forward(c, scratch, s); },
-                                                 [&](Impl::Carver<Mem>& c) { lay_out_backward(c, scratch, s); });
+    return Impl::Grid2DWorkspace<T, Mem>::plan({rows, cols, batch, seq_len, heads, kv_heads, head_dim, opts.variant},
+                                               opts.head_group > 0 ? opts.head_group : kv_heads);
   }
 
   /// o ([B, N/P, H, D]) and lse ([B, H, N/P]) of this rank's cyclic shard.
@@ -175,14 +165,14 @@ class Grid2DAttention {
     constexpr const char* where = "DistAttn::Grid2DAttention::forward";
     Impl::static_check_forward<T, Exec, QV, KV, VV, OV, LV>();
     agree_.run(grid_->world(), where, config(0), [&] {
-      check_inputs(where, q, k, v);
+      Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
+      Impl::check_executor_extents(where, q, k, B_, n_, H_, Hkv_, D_, "N/P");
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
-      agree_.propose(choose_group(where, false));
+      agree_.propose(ws_.choose_group(where, false, opts_.head_group, opts_.memory_limit_bytes));
     });
-    const int g   = use_workspace(false, int(agree_.agreed_minimum()));
-    const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
-    const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
-    const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
+    const int g = ws_.use(false, int(agree_.agreed_minimum()));
+    const auto in = staged_.get(compute_, q, k, v);
+    const CView &qc = in[0], &kc = in[1], &vc = in[2];
     saved_.clear();  // K_t|V_t is rewritten from here: a pass that fails midway leaves nothing to reuse
     begin_pass(where, false);
     if (g == Hkv_) {
@@ -208,25 +198,25 @@ class Grid2DAttention {
     constexpr const char* where = "DistAttn::Grid2DAttention::backward";
     Impl::static_check_backward<T, Exec, QV, KV, VV, OV, DOV, LV, DQV, DKV, DVV>();
     agree_.run(grid_->world(), where, config(1), [&] {
-      check_inputs(where, q, k, v);
+      Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
+      Impl::check_executor_extents(where, q, k, B_, n_, H_, Hkv_, D_, "N/P");
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
-      agree_.propose(choose_group(where, true));
+      agree_.propose(ws_.choose_group(where, true, opts_.head_group, opts_.memory_limit_bytes));
       agree_.vote(saved_.matches(compute_, k, v));
     });
-    const int g   = use_workspace(true, int(agree_.agreed_minimum()));
-    const auto qc = stage_q_.get(compute_, q, "DistAttn::grid2d.q_staged");
-    const auto kc = stage_k_.get(compute_, k, "DistAttn::grid2d.k_staged");
-    const auto vc = stage_v_.get(compute_, v, "DistAttn::grid2d.v_staged");
+    const int g = ws_.use(true, int(agree_.agreed_minimum()));
+    const auto in = staged_.get(compute_, q, k, v);
+    const CView &qc = in[0], &kc = in[1], &vc = in[2];
     begin_pass(where, true);
     const bool reused = g == Hkv_ && agree_.unanimous();
     if (!reused) saved_.clear();  // K_t|V_t is rewritten below
     if (g == Hkv_) {
-      if (!reused) permute_kv(kc, vc);
+      if (!reused) transpose_.forward(kc, vc, buf_.kvt);
       run_backward(qc, o, dout, lse, dq, dk, dv);
     } else {
       Impl::for_each_head_group(H_, Hkv_, g, [&](auto qh, auto kh) {
         copy_kv_group(kc, vc, kh);
-        permute_kv(CView(buf_.kin), CView(buf_.vin));
+        transpose_.forward(CView(buf_.kin), CView(buf_.vin), buf_.kvt);
         run_backward(Impl::head_range(qc, qh), Impl::head_range(o, qh), Impl::head_range(dout, qh),
                      Impl::stat_head_range(lse, qh), Impl::head_range(dq, qh), Impl::head_range(dk, kh),
                      Impl::head_range(dv, kh));
@@ -242,19 +232,13 @@ class Grid2DAttention {
   /// K_t|V_t holds every head of k and v only when the pass ran them in one group.
   template <class KV, class VV>
   void remember_kv(int group, const KV& k, const VV& v) {
-    if (group == Hkv_)
-      saved_.remember(compute_, k, v);
-    else
-      saved_.clear();
+    group == Hkv_ ? saved_.remember(compute_, k, v) : saved_.clear();
   }
 
   template <class OV, class LV>
   void run_forward(const CView& qc, const CView& kc, const CView& vc, const OV& o, const LV& lse) {
-    permute_kv(kc, vc);
-    if (opts_.variant == Grid2DVariant::NO)
-      forward_no(qc, o, lse);
-    else
-      forward_o(qc, o, lse);
+    transpose_.forward(kc, vc, buf_.kvt);
+    opts_.variant == Grid2DVariant::NO ? forward_no(qc, o, lse) : forward_o(qc, o, lse);
   }
   /// One pass's backward once K_t|V_t holds its heads.
   template <class QV, class OV, class DOV, class LV, class DQV, class DKV, class DVV>
@@ -266,11 +250,8 @@ class Grid2DAttention {
     Kokkos::deep_copy(compute_, buf_.bq.b, dout);
     Kokkos::deep_copy(compute_, buf_.bs.a, lse);
     attention_bwd_delta(compute_, o, dout, buf_.bs.b);
-    if (opts_.variant == Grid2DVariant::NO)
-      backward_no();
-    else
-      backward_o();
-    permute_back(dk, dv);
+    opts_.variant == Grid2DVariant::NO ? backward_no() : backward_o();
+    transpose_.backward(buf_.dkvt, buf_.dkvp, dk, dv);
     Impl::convert4(compute_, buf_.dq, dq, "DistAttn::grid2d.convert_dq");
   }
 
@@ -281,207 +262,45 @@ class Grid2DAttention {
   }
   // Message streams (Impl::message_tag): one per kind of message, so concurrent
   // rings on the same communicator (Q blocks and partials on a row) never cross-match.
-  enum Tag : int {
-    kTagPermuteK = 1,
-    kTagPermuteV,
-    kTagQ,
-    kTagQStats,
-    kTagKV,
-    kTagPartial,
-    kTagDQ,
-    kTagDKV,
-    kTagDKVBack,
-  };
+  enum Tag : int { kTagPermuteK = 1, kTagPermuteV, kTagQ, kTagQStats, kTagKV, kTagPartial, kTagDQ, kTagDKV, kTagDKVBack };
 
   Grid2DAttention(std::unique_ptr<Grid> owned, Grid* external, const Exec& compute, int batch,
                   std::int64_t seq_len, int heads, int kv_heads, int head_dim, const Grid2DOptions& opts)
-      : owned_grid_(std::move(owned)),
-        grid_(owned_grid_ ? owned_grid_.get() : external),
-        compute_(compute),
-        B_(batch),
-        H_(heads),
-        Hkv_(kv_heads),
-        D_(head_dim),
-        N_(seq_len),
-        R_(checked_dims(*grid_, batch, seq_len, heads, kv_heads, head_dim, opts).rows),
-        C_(grid_->dims().cols),
-        r_(grid_->coords().row),
-        c_(grid_->coords().col),
-        n_(int(seq_len / (std::int64_t(R_) * C_))),
-        layout_(R_, C_, seq_len),
-        opts_(opts),
-        rec_(compute, opts) {
-  }
-
-  static void check_sizes(int P, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
-                          const Grid2DOptions& opts) {
-    constexpr const char* where = "DistAttn::Grid2DAttention";
-    DISTATTN_REQUIRE(batch > 0 && heads > 0 && kv_heads > 0 && head_dim > 0, where,
-                     "extents must be positive (batch=" << batch << ", heads=" << heads << ", kv_heads=" << kv_heads
-                                                        << ", head_dim=" << head_dim << ")");
-    DISTATTN_REQUIRE(heads % kv_heads == 0, where,
-                     "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
-    DISTATTN_REQUIRE(seq_len > 0 && seq_len % P == 0, where,
-                     "sequence length N=" << seq_len << " must be a positive multiple of the number of ranks P=" << P
-                                          << " (the cyclic layout gives every rank N/P tokens). "
-                                          << pad_advice(seq_len, P, opts.causal));
-    DISTATTN_REQUIRE(seq_len / P <= std::int64_t(1) << 30, where, "N/P=" << seq_len / P << " is too large");
-    check_shared_options(where, opts, seq_len);
-    DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
-                     "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
-                                    << ")");
-  }
-
-  /// Padding is exact only where padded keys can never be attended to.
-  static std::string pad_advice(std::int64_t N, int P, bool causal) {
-    const std::int64_t padded = SequencePadding::padded_length(N, P, TokenLayout::Kind::Cyclic);
-    std::ostringstream os;
-    if (causal)
-      os << "Pad the sequence at its end to N=" << padded << " with DistAttn::SequencePadding(N, P, "
-         << "TokenLayout::Kind::Cyclic) (DistAttn/schedule/padding.hpp): padded keys come after every real query, so real "
-            "rows stay exact; it zeroes the padded rows, which need dO = 0 in backward";
-    else
-      os << "With full (non-causal) attention padding is not exact, because padded keys would enter every "
-            "row: choose N divisible by P";
-    return os.str();
-  }
-
-  static GridShape checked_dims(const Grid& g, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
-                               const Grid2DOptions& opts) {
-    check_sizes(g.dims().rows * g.dims().cols, batch, seq_len, heads, kv_heads, head_dim, opts);
-    return g.dims();
-  }
-
-  /// Agrees the arguments over `world` before the collective grid construction,
-  /// so that a rank's bad argument fails every rank.
-  static std::unique_ptr<Grid> make_grid(Comm& world, int rows, int cols, int batch, std::int64_t seq_len,
-                                         int heads, int kv_heads, int head_dim, const Grid2DOptions& opts) {
-    GridShape shape{rows, cols};
-    Impl::agree_construction(world, "DistAttn::Grid2DAttention",
-                             construction_fields(batch, seq_len, heads, kv_heads, head_dim, opts) +
-                                 std::vector<Impl::ConfigField>{{"rows", rows}, {"cols", cols}},
-                             [&] {
-                               check_sizes(world.size(), batch, seq_len, heads, kv_heads, head_dim, opts);
-                               DISTATTN_REQUIRE(rows >= 0 && cols >= 0, "DistAttn::Grid2DAttention",
-                                                "grid rows (R=" << rows << ") and cols (C=" << cols
-                                                                << ") must be >= 0 (0 = choose)");
-                               if (rows == 0 || cols == 0)
-                                 shape = choose_grid_shape(world.size(), heads, kv_heads, shape);
-                             });
-    return std::make_unique<Grid>(world, shape.rows, shape.cols);
-  }
-  /// The same agreement for a grid the caller built.
-  static Grid& agreed_grid(Grid& grid, int batch, std::int64_t seq_len, int heads, int kv_heads, int head_dim,
-                           const Grid2DOptions& opts) {
-    Impl::agree_construction(grid.world(), "DistAttn::Grid2DAttention",
-                             construction_fields(batch, seq_len, heads, kv_heads, head_dim, opts),
-                             [&] { checked_dims(grid, batch, seq_len, heads, kv_heads, head_dim, opts); });
-    return grid;
-  }
-  static std::vector<Impl::ConfigField> construction_fields(int batch, std::int64_t seq_len, int heads,
-                                                            int kv_heads, int head_dim, const Grid2DOptions& opts) {
-    return std::vector<Impl::ConfigField>{{"batch", batch},
-                                          {"seq_len", seq_len},
-                                          {"heads", heads},
-                                          {"kv_heads", kv_heads},
-                                          {"head_dim", head_dim},
-                                          Impl::enum_field("variant", opts.variant),
-                                          {"element_bytes", std::int64_t(sizeof(T))}} +
-           Impl::option_fields(opts, head_dim);
-  }
-
-  // ---- argument checks -------------------------------------------------------------
+      : owned_grid_(std::move(owned)), grid_(owned_grid_ ? owned_grid_.get() : external), compute_(compute),
+        B_(batch), H_(heads), Hkv_(kv_heads), D_(head_dim), N_(seq_len), R_(grid_->dims().rows),
+        C_(grid_->dims().cols), r_(grid_->coords().row), c_(grid_->coords().col),
+        n_(int(seq_len / (std::int64_t(R_) * C_))), layout_(R_, C_, seq_len), opts_(opts), rec_(compute, opts),
+        posts_(compute, rec_, {&grid_->world(), &grid_->row(), &grid_->col()}, &comm_index),
+        ws_({R_, C_, B_, N_, H_, Hkv_, D_, opts.variant}) {}
 
   /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
   std::vector<Impl::ConfigField> config(int pass) const {
-    return construction_fields(B_, N_, H_, Hkv_, D_, opts_) +
+    return Impl::grid2d_fields<T>(B_, N_, H_, Hkv_, D_, opts_) +
            std::vector<Impl::ConfigField>{{"rows", R_}, {"cols", C_}, {"pass", pass}};
   }
 
-  template <class QV, class KV, class VV>
-  void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
-    Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
-    DISTATTN_REQUIRE(int(q.extent(0)) == B_ && int(q.extent(1)) == n_ && int(q.extent(2)) == H_ &&
-                         int(q.extent(3)) == D_,
-                     where,
-                     "'q' must be [batch=" << B_ << ", N/P=" << n_ << ", heads=" << H_ << ", head_dim=" << D_
-                                           << "] as configured (N=" << N_ << ", P=" << R_ * C_ << "), got ["
-                                           << q.extent(0) << ", " << q.extent(1) << ", " << q.extent(2) << ", "
-                                           << q.extent(3) << "]");
-    DISTATTN_REQUIRE(int(k.extent(1)) == n_ && int(k.extent(2)) == Hkv_, where,
-                     "'k' must hold N/P=" << n_ << " tokens and kv_heads=" << Hkv_ << " heads, got " << k.extent(1)
-                                          << " tokens and " << k.extent(2) << " heads");
-  }
-
-  // ---- geometry -----------------------------------------------------------------
 
   int left() const { return (c_ + C_ - 1) % C_; }   // row ring: send to
   int right() const { return (c_ + 1) % C_; }       // row ring: receive from
   int up() const { return (r_ + R_ - 1) % R_; }     // column ring: send to
   int down() const { return (r_ + 1) % R_; }        // column ring: receive from
   // Extents of the current pass's head group.
-  int group_heads() const { return group_ * (H_ / Hkv_); }
+  int group_heads() const { return ws_.group() * (H_ / Hkv_); }
   std::size_t q_words() const { return std::size_t(B_) * n_ * group_heads() * D_; }  // one Q shard
-  std::size_t kv_words() const { return std::size_t(B_) * n_ * group_ * D_; }        // one K (or V) shard
+  std::size_t kv_words() const { return std::size_t(B_) * n_ * ws_.group() * D_; }        // one K (or V) shard
   std::size_t row_words() const { return std::size_t(B_) * group_heads() * n_; }     // one stats shard
 
-  Mask mask(PositionMap qpos, PositionMap kpos) const {
-    return kdocs_.for_kernels(opts_.mask_rule()).on_block(qpos, kpos);
-  }
-  AttnOptions task_options(const Mask& m) const {
-    AttnOptions ao  = opts_.attn.with_mask(m);
-    ao.check_finite = false;
-    return ao;
+  /// The options of the block call of queries at `qpos` against keys at `kpos`.
+  AttnOptions task(PositionMap qpos, PositionMap kpos) const {
+    return opts_.attn.for_task(kdocs_.for_kernels(opts_.mask_rule()).on_block(qpos, kpos));
   }
 
   // ---- transfers and instrumentation ----------------------------------------------
 
-  Comm& comm_for(Grid2DPhase p) {
-    switch (comm_of(p)) {
-      case Grid2DComm::World: return grid_->world();
-      case Grid2DComm::Row: return grid_->row();
-      case Grid2DComm::Col: return grid_->col();
-    }
-    return grid_->world();
-  }
-  void count(Grid2DPhase p, std::uint64_t sent, std::uint64_t received) {
-    rec_.sent(p, sent);
-    rec_.received(p, received);
-    rec_.posted();
-  }
-
+  static int comm_index(Grid2DPhase p) { return int(comm_of(p)); }
   template <class SV, class RV>
-  void post_sendrecv(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, int dst, const RV& recv, int src,
-                     Tag tag) {
-    if (rec_.skip_transfers()) return;
-    Comm& comm = comm_for(p);
-    comm.depend_on(compute_);  // send data produced on compute; recv slot no longer read there
-    reqs.push_back(sendrecv(comm, send, dst, recv, src, Impl::message_tag(tag)));
-    count(p, Impl::byte_size(send), Impl::byte_size(recv));
-  }
-  template <class SV, class RV>
-  void post_all_gather(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, const RV& recv) {
-    if (rec_.skip_transfers()) return;
-    Comm& comm = comm_for(p);
-    comm.depend_on(compute_);
-    reqs.push_back(all_gather(comm, send, recv));
-    const std::uint64_t b = std::uint64_t(comm.size() - 1) * Impl::byte_size(send);
-    count(p, b, b);
-  }
-  template <class SV, class RV>
-  void post_reduce_scatter(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, const RV& recv) {
-    if (rec_.skip_transfers()) return;
-    Comm& comm = comm_for(p);
-    comm.depend_on(compute_);
-    reqs.push_back(reduce_scatter_sum(comm, send, recv));
-    const std::uint64_t b = std::uint64_t(comm.size() - 1) * Impl::byte_size(recv);
-    count(p, b, b);
-  }
-  /// Every request here (sendrecv, collectives) receives data.
-  void wait_on(std::vector<Req>& reqs) { rec_.wait_on(reqs, true); }
-  template <class F>
-  void timed(F&& f) {
-    rec_.timed(std::forward<F>(f));
+  void post_sendrecv(std::vector<Req>& reqs, Grid2DPhase p, const SV& send, int dst, const RV& recv, int src, Tag tag) {
+    posts_.sendrecv(reqs, p, send, dst, recv, src, Impl::message_tag(tag));
   }
 
   void begin_pass(const char* pass, bool backward) {
@@ -491,91 +310,54 @@ class Grid2DAttention {
     fresh.variant  = opts_.variant;
     fresh.backward = backward;
     rec_.begin(fresh, pass);
-    for (int i = 0; i < kNumGrid2DComms; ++i) {
-      const auto& t = comm_by_index(i).counters();
-      comm0_sent_[std::size_t(i)] = t.bytes_sent();
-      comm0_recv_[std::size_t(i)] = t.bytes_received();
-    }
+    posts_.begin_pass();
   }
   void end_pass() {
     rec_.end("DistAttn::Grid2DAttention: pass done");
-    Grid2DStats& st = rec_.fields();
-    for (int i = 0; i < kNumGrid2DComms; ++i) {
-      const auto& t = comm_by_index(i).counters();
-      st.comm_bytes_sent[std::size_t(i)]     = t.bytes_sent() - comm0_sent_[std::size_t(i)];
-      st.comm_bytes_received[std::size_t(i)] = t.bytes_received() - comm0_recv_[std::size_t(i)];
-    }
-  }
-  Comm& comm_by_index(int i) {
-    return i == int(Grid2DComm::World) ? grid_->world() : i == int(Grid2DComm::Row) ? grid_->row() : grid_->col();
-  }
-
-  // ---- K/V permutation (schedules.md §2, communication.md "Process grid") -----------
-
-  /// K_p, V_p -> K_t, V_t (buf_.kvt). Fixed points of the permutation copy locally.
-  template <class CV>
-  void permute_kv(const CV& kc, const CV& vc) {
-    const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
-    if (src == me) {
-      Kokkos::deep_copy(compute_, buf_.kvt.a, kc);
-      Kokkos::deep_copy(compute_, buf_.kvt.b, vc);
-      return;
-    }
-    std::vector<Req> reqs;
-    post_sendrecv(reqs, Grid2DPhase::KvPermute, kc, dst, buf_.kvt.a, src, kTagPermuteK);
-    post_sendrecv(reqs, Grid2DPhase::KvPermute, vc, dst, buf_.kvt.b, src, kTagPermuteV);
-    wait_on(reqs);
-  }
-
-  /// dK_t, dV_t (buf_.dkvt) -> this rank's dk, dv in the Qp layout (Alg. 3 line 9;
-  /// added after Alg. 8 too: attention2d.md decision 1).
-  template <class DKV, class DVV>
-  void permute_back(const DKV& dk, const DVV& dv) {
-    const int me = grid_->world().rank(), src = grid_->transpose_source(), dst = grid_->transpose_dest();
-    if (src == me) {
-      Impl::convert4(compute_, buf_.dkvt.a, dk, "DistAttn::grid2d.convert_dk");
-      Impl::convert4(compute_, buf_.dkvt.b, dv, "DistAttn::grid2d.convert_dv");
-      return;
-    }
-    // Our K_t is the K_p of `src`: its gradient goes back there; ours comes from
-    // the rank whose K_t is our K_p.
-    std::vector<Req> reqs;
-    post_sendrecv(reqs, Grid2DPhase::DkvPermute, buf_.dkvt.flat, src, buf_.dkvp.flat, dst, kTagDKVBack);
-    wait_on(reqs);
-    Impl::convert4(compute_, buf_.dkvp.a, dk, "DistAttn::grid2d.convert_dk");
-    Impl::convert4(compute_, buf_.dkvp.b, dv, "DistAttn::grid2d.convert_dv");
+    posts_.end_pass(rec_.fields().comm_bytes_sent, rec_.fields().comm_bytes_received);
   }
 
   /// The position-ordered Kg, Vg: the gathered buffers, or K_t, V_t themselves when R == 1.
   const TView& kg() const { return R_ > 1 ? buf_.kg : buf_.kvt.a; }
   const TView& vg() const { return R_ > 1 ? buf_.vg : buf_.kvt.b; }
 
-  /// Copies the K_t/V_t block of grid row `krow` (contiguous) into its rows of Kg/Vg.
-  void put_kv_block(const Impl::FlatPair4<T, Mem>& blk, int krow) {
-    Impl::interleave_rows(compute_, blk.a.data(), 0, krow, 1, R_, buf_.kg, "DistAttn::grid2d.put_k_block");
-    Impl::interleave_rows(compute_, blk.b.data(), 0, krow, 1, R_, buf_.vg, "DistAttn::grid2d.put_v_block");
+  /// Algs. 5 and 9: the column ring. Step i (1-based) hands `tile` the K_t|V_t
+  /// block of grid row (r + i - 1) mod R: our own first, block i >= 2 arriving in
+  /// slot i % 2 while block i - 1 is worked on. Each block also fills its rows of
+  /// Kg/Vg for the row ring.
+  template <class F>
+  void column_ring(F&& tile) {
+    std::vector<Req> hk;
+    for (int i = 1; i <= R_; ++i) {
+      rec_.step();
+      const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
+      if (i > 1) posts_.wait(hk);
+      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
+      const int krow = (r_ + i - 1) % R_;
+      rec_.timed([&] { tile(cur, krow); });
+      if (C_ > 1 && R_ > 1)
+        Impl::interleave_kv_rows(compute_, cur.a.data(), kv_words(), 0, krow, 1, R_, buf_.kg, buf_.vg, "DistAttn::grid2d.put_kv");
+    }
   }
 
   // ---- forward NO (Alg. 1 + Alg. 7; attention2d.md §2) -----------------------------
 
   template <class OV, class LV>
-  void forward_no(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
+  void forward_no(const CView& qc, const OV& o, const LV& lse) {
     rec_.step();  // the gathers and the one tile
     std::vector<Req> reqs;
-    if (C_ > 1) post_all_gather(reqs, Grid2DPhase::RowGather, qc, buf_.qraw);
-    if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
-    wait_on(reqs);
+    if (C_ > 1) posts_.all_gather(reqs, Grid2DPhase::RowGather, qc, buf_.qraw);
+    if (R_ > 1) posts_.all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
+    posts_.wait(reqs);
     // Rank-ordered blocks -> position order (attention2d.md decision 2).
     Impl::interleave_rows(compute_, C_ > 1 ? buf_.qraw.data() : qc.data(), q_words(), 0, C_, C_, buf_.qg,
                           "DistAttn::grid2d.interleave_q");
-    if (R_ > 1) {
-      Impl::interleave_rows(compute_, buf_.kvraw.data(), 2 * kv_words(), 0, R_, R_, buf_.kg, "DistAttn::grid2d.interleave_k");
-      Impl::interleave_rows(compute_, buf_.kvraw.data() + kv_words(), 2 * kv_words(), 0, R_, R_, buf_.vg,
-                            "DistAttn::grid2d.interleave_v");
-    }
+    if (R_ > 1)  // rank-ordered blocks -> position order
+      Impl::interleave_kv_rows(compute_, buf_.kvraw.data(), kv_words(), 2 * kv_words(), 0, R_, R_, buf_.kg, buf_.vg,
+                               "DistAttn::grid2d.interleave_kv");
     reset_state(compute_, buf_.stg);
-    timed([&] {
-      attention_fwd_update(compute_, buf_.qg, kg(), vg(), buf_.stg, task_options(mask(layout_.qg(r_), layout_.kg(c_))));
+    rec_.timed([&] {
+      attention_fwd_update(compute_, buf_.qg, kg(), vg(), buf_.stg, task(layout_.qg(r_), layout_.kg(c_)));
     });
     if (C_ == 1) {
       attention_finalize(compute_, buf_.stg, o, lse);
@@ -589,7 +371,7 @@ class Grid2DAttention {
     for (int i = 2; i <= C_; ++i) {
       rec_.step();
       post_sendrecv(reqs, Grid2DPhase::RowReduceScatter, S.flat, left(), Rv.flat, right(), kTagPartial);
-      wait_on(reqs);
+      posts_.wait(reqs);
       Impl::get_state_block(compute_, buf_.stg, (c_ + i) % C_, C_, S.st);
       attention_merge(compute_, S.st, Rv.st);
       rec_.merged();
@@ -600,27 +382,16 @@ class Grid2DAttention {
   // ---- forward O (Algs. 4-6; attention2d.md §2) -------------------------------------
 
   template <class OV, class LV>
-  void forward_o(const Impl::ConstView4<T, Mem>& qc, const OV& o, const LV& lse) {
-    std::vector<Req> hq, hk, hs;
+  void forward_o(const CView& qc, const OV& o, const LV& lse) {
+    std::vector<Req> hq, hs;
     // Alg. 4 line 4: fetch the right neighbour's Q in the background.
     if (C_ > 1) post_sendrecv(hq, Grid2DPhase::RowGather, qc, left(), buf_.qslot[0], right(), kTagQ);
     reset_state(compute_, buf_.own);
-    // Alg. 5: column ring. Block i (1-based) is K_t of grid row (r + i - 1) mod R;
-    // block 1 is our own K_t, block i >= 2 arrives in slot i % 2.
-    for (int i = 1; i <= R_; ++i) {
-      rec_.step();
-      const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
-      if (i > 1) wait_on(hk);
-      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
-      const int krow = (r_ + i - 1) % R_;
-      timed([&] {
-        attention_fwd_update(compute_, qc, cur.a, cur.b, buf_.own,
-                             task_options(mask(layout_.qp(r_, c_), layout_.kt(krow, c_))));
-      });
-      if (C_ > 1 && R_ > 1) put_kv_block(cur, krow);
-    }
+    column_ring([&](const auto& kv, int krow) {  // Alg. 5
+      attention_fwd_update(compute_, qc, kv.a, kv.b, buf_.own, task(layout_.qp(r_, c_), layout_.kt(krow, c_)));
+    });
     if (C_ > 1) {
-      wait_on(hq);  // Alg. 4 line 6
+      posts_.wait(hq);  // Alg. 4 line 6
       // Alg. 6: iteration i works on the Q block of column (c + i) mod C against
       // the whole Kg (one call: the step-like mask is position-based), adds the
       // partial of the same block received from the right and passes it left.
@@ -628,16 +399,15 @@ class Grid2DAttention {
         rec_.step();
         const int qcol   = (c_ + i) % C_;
         const TView& qn  = buf_.qslot[(i - 1) % 2];
-        if (i > 1) wait_on(hq);
+        if (i > 1) posts_.wait(hq);
         if (i < C_ - 1) post_sendrecv(hq, Grid2DPhase::RowGather, qn, left(), buf_.qslot[i % 2], right(), kTagQ);
         auto& part = buf_.part[i % 2];
         reset_state(compute_, part.st);
-        timed([&] {
-          attention_fwd_update(compute_, qn, kg(), vg(), part.st,
-                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+        rec_.timed([&] {
+          attention_fwd_update(compute_, qn, kg(), vg(), part.st, task(layout_.qp(r_, qcol), layout_.kg(c_)));
         });
         if (i > 1) {
-          wait_on(hs);
+          posts_.wait(hs);
           attention_merge(compute_, part.st, buf_.precv.st);
           rec_.merged();
         }
@@ -645,7 +415,7 @@ class Grid2DAttention {
       }
       // The last partial from the right is our own queries over every key column
       // but ours (Alg. 6 trace); Alg. 4 line 8 adds column c.
-      wait_on(hs);
+      posts_.wait(hs);
       attention_merge(compute_, buf_.own, buf_.precv.st);
       rec_.merged();
     }
@@ -658,11 +428,11 @@ class Grid2DAttention {
     rec_.step();  // the gathers and the one tile
     std::vector<Req> reqs;
     if (C_ > 1) {
-      post_all_gather(reqs, Grid2DPhase::RowGather, buf_.bq.flat, buf_.rawq);
-      post_all_gather(reqs, Grid2DPhase::RowGather, buf_.bs.flat, buf_.raws);
+      posts_.all_gather(reqs, Grid2DPhase::RowGather, buf_.bq.flat, buf_.rawq);
+      posts_.all_gather(reqs, Grid2DPhase::RowGather, buf_.bs.flat, buf_.raws);
     }
-    if (R_ > 1) post_all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
-    wait_on(reqs);
+    if (R_ > 1) posts_.all_gather(reqs, Grid2DPhase::ColGather, buf_.kvt.flat, buf_.kvraw);
+    posts_.wait(reqs);
     const T* tq   = C_ > 1 ? buf_.rawq.data() : buf_.bq.flat.data();
     const Acc* ts = C_ > 1 ? buf_.raws.data() : buf_.bs.flat.data();
     const std::size_t sq = q_words(), ss = row_words();
@@ -670,22 +440,19 @@ class Grid2DAttention {
     Impl::interleave_rows(compute_, tq + sq, 2 * sq, 0, C_, C_, buf_.dog, "DistAttn::grid2d.interleave_do");
     Impl::interleave_stats(compute_, ts, 2 * ss, 0, C_, C_, buf_.lseg, "DistAttn::grid2d.interleave_lse");
     Impl::interleave_stats(compute_, ts + ss, 2 * ss, 0, C_, C_, buf_.delg, "DistAttn::grid2d.interleave_delta");
-    if (R_ > 1) {
-      Impl::interleave_rows(compute_, buf_.kvraw.data(), 2 * kv_words(), 0, R_, R_, buf_.kg, "DistAttn::grid2d.interleave_k");
-      Impl::interleave_rows(compute_, buf_.kvraw.data() + kv_words(), 2 * kv_words(), 0, R_, R_, buf_.vg,
-                            "DistAttn::grid2d.interleave_v");
-    }
+    if (R_ > 1)  // rank-ordered blocks -> position order
+      Impl::interleave_kv_rows(compute_, buf_.kvraw.data(), kv_words(), 2 * kv_words(), 0, R_, R_, buf_.kg, buf_.vg,
+                               "DistAttn::grid2d.interleave_kv");
     Kokkos::deep_copy(compute_, buf_.dqg, Acc(0));
-    Kokkos::deep_copy(compute_, buf_.dkvg.a, Acc(0));
-    Kokkos::deep_copy(compute_, buf_.dkvg.b, Acc(0));
-    timed([&] {
+    Kokkos::deep_copy(compute_, buf_.dkvg.flat, Acc(0));
+    rec_.timed([&] {
       attention_bwd_update(compute_, buf_.qg, kg(), vg(), buf_.dog, buf_.lseg, buf_.delg, buf_.dqg, buf_.dkvg.a, buf_.dkvg.b,
-                           task_options(mask(layout_.qg(r_), layout_.kg(c_))));
+                           task(layout_.qg(r_), layout_.kg(c_)));
     });
     // Alg. 3 line 7 (corrected: dQ_g): rank-ordered shards, library reduce-scatter.
     if (C_ > 1) {
       Impl::deinterleave_rows(compute_, buf_.dqg, 0, C_, C_, buf_.rawdq.data(), sq, "DistAttn::grid2d.shard_dq");
-      post_reduce_scatter(reqs, Grid2DPhase::RowReduceScatter, buf_.rawdq, buf_.dq);
+      posts_.reduce_scatter(reqs, Grid2DPhase::RowReduceScatter, buf_.rawdq, buf_.dq);
     } else {
       Kokkos::deep_copy(compute_, buf_.dq, buf_.dqg);
     }
@@ -695,44 +462,35 @@ class Grid2DAttention {
       Impl::deinterleave_rows(compute_, buf_.dkvg.a, 0, R_, R_, buf_.rawdkv.data(), 2 * skv, "DistAttn::grid2d.shard_dk");
       Impl::deinterleave_rows(compute_, buf_.dkvg.b, 0, R_, R_, buf_.rawdkv.data() + skv, 2 * skv,
                               "DistAttn::grid2d.shard_dv");
-      post_reduce_scatter(reqs, Grid2DPhase::ColReduceScatter, buf_.rawdkv, buf_.dkvt.flat);
+      posts_.reduce_scatter(reqs, Grid2DPhase::ColReduceScatter, buf_.rawdkv, buf_.dkvt.flat);
     }
-    wait_on(reqs);
+    posts_.wait(reqs);
   }
 
   // ---- backward O (Algs. 8-11 corrected; attention2d.md decision 7) -----------------
 
   void backward_o() {
-    std::vector<Req> hq, hk, hs;
+    std::vector<Req> hq, hs;
     // Alg. 8 line 5: fetch the right neighbour's query bundle in the background.
     if (C_ > 1) {
       post_sendrecv(hq, Grid2DPhase::RowGather, buf_.bq.flat, left(), buf_.bslotq[0].flat, right(), kTagQ);
       post_sendrecv(hq, Grid2DPhase::RowGather, buf_.bs.flat, left(), buf_.bslots[0].flat, right(), kTagQStats);
     }
     Kokkos::deep_copy(compute_, buf_.dq, Acc(0));
-    Kokkos::deep_copy(compute_, buf_.dkvg.a, Acc(0));
-    Kokkos::deep_copy(compute_, buf_.dkvg.b, Acc(0));
+    Kokkos::deep_copy(compute_, buf_.dkvg.flat, Acc(0));
     // Alg. 9: column ring of K_t/V_t blocks against the own query bundle; dK/dV
     // contributions accumulate in place in the position-ordered dKg/dVg.
-    for (int i = 1; i <= R_; ++i) {
-      rec_.step();
-      const auto& cur = i == 1 ? buf_.kvt : buf_.kvslot[i % 2];
-      if (i > 1) wait_on(hk);
-      if (i < R_) post_sendrecv(hk, Grid2DPhase::ColGather, cur.flat, up(), buf_.kvslot[(i + 1) % 2].flat, down(), kTagKV);
-      const int krow = (r_ + i - 1) % R_;
-      timed([&] {
-        attention_bwd_update(compute_, buf_.bq.a, cur.a, cur.b, buf_.bq.b, buf_.bs.a, buf_.bs.b, buf_.dq, Impl::row_block(buf_.dkvg.a, krow, R_),
-                             Impl::row_block(buf_.dkvg.b, krow, R_),
-                             task_options(mask(layout_.qp(r_, c_), layout_.kt(krow, c_))));
-      });
-      if (C_ > 1 && R_ > 1) put_kv_block(cur, krow);
-    }
+    column_ring([&](const auto& kv, int krow) {
+      attention_bwd_update(compute_, buf_.bq.a, kv.a, kv.b, buf_.bq.b, buf_.bs.a, buf_.bs.b, buf_.dq,
+                           Impl::row_block(buf_.dkvg.a, krow, R_), Impl::row_block(buf_.dkvg.b, krow, R_),
+                           task(layout_.qp(r_, c_), layout_.kt(krow, c_)));
+    });
     if (C_ == 1) {
       // No other query blocks: Alg. 11 degenerates to the column reduce-scatter alone.
       column_scatter_dkv(nullptr, nullptr, c_, buf_.dq);
       return;
     }
-    wait_on(hq);  // Alg. 8 line 7
+    posts_.wait(hq);  // Alg. 8 line 7
     // Alg. 10: query bundles of the other columns travel the row ring; their dQ
     // partials are reduce-scattered along the same ring; the last one overlaps
     // with the column reduce-scatter of dK/dV (Alg. 11).
@@ -741,7 +499,7 @@ class Grid2DAttention {
       const int qcol = (c_ + i) % C_;
       const auto& bq = buf_.bslotq[(i - 1) % 2];
       const auto& bs = buf_.bslots[(i - 1) % 2];
-      if (i > 1) wait_on(hq);
+      if (i > 1) posts_.wait(hq);
       if (i < C_ - 1) {
         post_sendrecv(hq, Grid2DPhase::RowGather, bq.flat, left(), buf_.bslotq[i % 2].flat, right(), kTagQ);
         post_sendrecv(hq, Grid2DPhase::RowGather, bs.flat, left(), buf_.bslots[i % 2].flat, right(), kTagQStats);
@@ -749,21 +507,21 @@ class Grid2DAttention {
       const AccView& dqp = buf_.dqpart[i % 2];
       Kokkos::deep_copy(compute_, dqp, Acc(0));
       if (i < C_ - 1) {
-        timed([&] {
+        rec_.timed([&] {
           attention_bwd_update(compute_, bq.a, kg(), vg(), bq.b, bs.a, bs.b, dqp, buf_.dkvg.a, buf_.dkvg.b,
-                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+                               task(layout_.qp(r_, qcol), layout_.kg(c_)));
         });
       } else {
         column_scatter_dkv(&bq, &bs, qcol, dqp);
       }
       if (i > 1) {
-        wait_on(hs);
+        posts_.wait(hs);
         Impl::add4(compute_, buf_.dqrecv, dqp, "DistAttn::grid2d.add_dq");
         rec_.merged();
       }
       post_sendrecv(hs, Grid2DPhase::RowReduceScatter, dqp, left(), buf_.dqrecv, right(), kTagDQ);
     }
-    wait_on(hs);
+    posts_.wait(hs);
     // Alg. 8 line 9: own dQ = own-column part (Alg. 9) + the other columns' (ring).
     Impl::add4(compute_, buf_.dqrecv, buf_.dq, "DistAttn::grid2d.add_dq");
     rec_.merged();
@@ -776,9 +534,9 @@ class Grid2DAttention {
                           const AccView& dqp) {
     if (R_ == 1) {
       if (bq) {
-        timed([&] {
+        rec_.timed([&] {
           attention_bwd_update(compute_, bq->a, kg(), vg(), bq->b, bs->a, bs->b, dqp, buf_.dkvg.a, buf_.dkvg.b,
-                               task_options(mask(layout_.qp(r_, qcol), layout_.kg(c_))));
+                               task(layout_.qp(r_, qcol), layout_.kg(c_)));
         });
       }
       return;  // dK_t/dV_t are dKg/dVg themselves when R == 1
@@ -792,16 +550,15 @@ class Grid2DAttention {
       rec_.step();
       const int krow = (r_ + i - 1) % R_;
       auto& part     = buf_.dkvpart[i % 2];
-      take_dkv_block(krow, part);
+      Impl::deinterleave_kv_rows(compute_, buf_.dkvg.a, buf_.dkvg.b, krow, R_, part, "DistAttn::grid2d.take_dkv");
       if (bq) {
-        timed([&] {
+        rec_.timed([&] {
           attention_bwd_update(compute_, bq->a, Impl::row_block(buf_.kg, krow, R_), Impl::row_block(buf_.vg, krow, R_), bq->b,
-                               bs->a, bs->b, dqp, part.a, part.b,
-                               task_options(mask(layout_.qp(r_, qcol), layout_.kt(krow, c_))));
+                               bs->a, bs->b, dqp, part.a, part.b, task(layout_.qp(r_, qcol), layout_.kt(krow, c_)));
         });
       }
       if (i > 2) {
-        wait_on(hd);
+        posts_.wait(hd);
         Impl::add4(compute_, buf_.dkvrecv.a, part.a, "DistAttn::grid2d.add_dk");
         Impl::add4(compute_, buf_.dkvrecv.b, part.b, "DistAttn::grid2d.add_dv");
         rec_.merged();
@@ -810,206 +567,20 @@ class Grid2DAttention {
     }
     // Own block (lines 15-18, corrected): fresh contribution + locally accumulated
     // dK_1/dV_1 + the reduced partial of the other grid rows.
-    take_dkv_block(r_, buf_.dkvt);
+    Impl::deinterleave_kv_rows(compute_, buf_.dkvg.a, buf_.dkvg.b, r_, R_, buf_.dkvt, "DistAttn::grid2d.take_dkv");
     if (bq) {
-      timed([&] {
+      rec_.timed([&] {
         attention_bwd_update(compute_, bq->a, Impl::row_block(buf_.kg, r_, R_), Impl::row_block(buf_.vg, r_, R_), bq->b,
                              bs->a, bs->b, dqp, buf_.dkvt.a, buf_.dkvt.b,
-                             task_options(mask(layout_.qp(r_, qcol), layout_.kt(r_, c_))));
+                             task(layout_.qp(r_, qcol), layout_.kt(r_, c_)));
       });
     }
-    wait_on(hd);
+    posts_.wait(hd);
     Impl::add4(compute_, buf_.dkvrecv.a, buf_.dkvt.a, "DistAttn::grid2d.add_dk");
     Impl::add4(compute_, buf_.dkvrecv.b, buf_.dkvt.b, "DistAttn::grid2d.add_dv");
     rec_.merged();
   }
 
-  /// dst <- rows of grid row `krow` of dKg/dVg (contiguous copy).
-  void take_dkv_block(int krow, const Impl::FlatPair4<Acc, Mem>& dst) {
-    Impl::deinterleave_rows(compute_, buf_.dkvg.a, krow, 1, R_, dst.a.data(), 0, "DistAttn::grid2d.take_dk_block");
-    Impl::deinterleave_rows(compute_, buf_.dkvg.b, krow, 1, R_, dst.b.data(), 0, "DistAttn::grid2d.take_dv_block");
-  }
-
-  // ---- workspace (executor/memory_plan.hpp) ----------------------------------------
-
-  struct Shape {
-    int B, n, H, Hkv, D, R, C;  // H, Hkv: the heads of one pass (a head group)
-    Grid2DVariant variant;
-    bool permuted;  // some rank's K_t is another rank's K_p (the world permutations run)
-    bool grouped;   // fewer kv heads per pass than the executor has: contiguous copies of the group's inputs
-  };
-  // A pass over `group` kv heads (and their query heads) at a time.
-  static Shape make_shape(int R, int C, int B, std::int64_t N, int H, int Hkv, int D, Grid2DVariant variant,
-                          int group) {
-    const GridShape g{R, C};
-    bool permuted = false;
-    for (int p = 0; p < R * C; ++p) permuted |= g.transpose_source(p) != p;
-    return Shape{B, int(N / (std::int64_t(R) * C)), group * (H / Hkv), group, D, R, C, variant, permuted,
-                 group < Hkv};
-  }
-  // Everything a pass uses besides the caller's tensors.
-  struct Buffers {
-    // K_t | V_t of this rank (kept for backward) and the gathered, position-ordered Kg, Vg.
-    Impl::FlatPair4<T, Mem> kvt;
-    TView qin, kin, vin;  // contiguous copies of one head group's q, k, v (grouped passes)
-    TView kg, vg;
-    std::array<Impl::FlatPair4<T, Mem>, 2> kvslot;  // O: column ring slots
-    Impl::Flat<T, Mem> kvraw;                       // NO: rank-ordered column all-gather
-    // forward
-    TView qg;                                         // NO: position-ordered Qg (also backward NO)
-    Impl::Flat<T, Mem> qraw;                          // NO: rank-ordered row all-gather
-    State stg;                                        // NO: partial state of Qg
-    std::array<Impl::FlatState<Acc, Mem>, 2> shard;   // NO: Alg. 7 accumulate / receive
-    State own;                                        // O: state of the own queries
-    std::array<TView, 2> qslot;                       // O: row ring Q slots
-    std::array<Impl::FlatState<Acc, Mem>, 2> part;    // O: partials in flight
-    Impl::FlatState<Acc, Mem> precv;                  // O: partial received from the right
-    // backward
-    Impl::FlatPair4<T, Mem> bq;                       // own (q, dO)
-    Impl::FlatPair3<Acc, Mem> bs;                     // own (LSE, Delta)
-    AccView dq;                                       // own dQ (accumulation type)
-    Impl::FlatPair4<Acc, Mem> dkvg;                   // position-ordered dKg | dVg
-    Impl::FlatPair4<Acc, Mem> dkvt, dkvp;             // dK_t|dV_t, and after the permutation back
-    TView dog;                                        // NO: gathered dO
-    StatView lseg, delg;                              // NO: gathered LSE, Delta
-    AccView dqg;                                      // NO: dQg
-    Impl::Flat<T, Mem> rawq;                          // NO: gathered (q, dO) blocks
-    Impl::Flat<Acc, Mem> raws, rawdq, rawdkv;         // NO: gathered stats, dQ / dKV shards to scatter
-    std::array<Impl::FlatPair4<T, Mem>, 2> bslotq;    // O: row ring (q, dO) slots
-    std::array<Impl::FlatPair3<Acc, Mem>, 2> bslots;  // O: row ring (LSE, Delta) slots
-    std::array<AccView, 2> dqpart;                    // O: dQ partials in flight
-    AccView dqrecv;                                   // O: dQ partial from the right
-    std::array<Impl::FlatPair4<Acc, Mem>, 2> dkvpart; // O: dK/dV partials in flight (Alg. 11)
-    Impl::FlatPair4<Acc, Mem> dkvrecv;                // O: dK/dV partial from below
-  };
-
-  static void lay_out_kept(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    Impl::take_pair4(c, b.kvt, "DistAttn::grid2d.kv_t", s.B, s.n, s.Hkv, s.D);
-  }
-  static void lay_out_kg(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    c.take(b.kg, "DistAttn::grid2d.kg", s.B, s.n * s.R, s.Hkv, s.D);
-    c.take(b.vg, "DistAttn::grid2d.vg", s.B, s.n * s.R, s.Hkv, s.D);
-  }
-  static void lay_out_kv_slots(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    for (auto& slot : b.kvslot) Impl::take_pair4(c, slot, "DistAttn::grid2d.kv_slot", s.B, s.n, s.Hkv, s.D);
-  }
-  static void lay_out_group_inputs(Impl::Carver<Mem>& c, Buffers& b, const Shape& s, bool with_q) {
-    if (!s.grouped) return;
-    if (with_q) c.take(b.qin, "DistAttn::grid2d.q_group", s.B, s.n, s.H, s.D);
-    c.take(b.kin, "DistAttn::grid2d.k_group", s.B, s.n, s.Hkv, s.D);
-    c.take(b.vin, "DistAttn::grid2d.v_group", s.B, s.n, s.Hkv, s.D);
-  }
-  static void lay_out_forward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    const bool no = s.variant == Grid2DVariant::NO;
-    lay_out_group_inputs(c, b, s, true);
-    if (s.R > 1 && (no || s.C > 1)) lay_out_kg(c, b, s);
-    if (no) {
-      if (s.R > 1) c.take(b.kvraw, "DistAttn::grid2d.kv_gathered", std::size_t(s.R) * 2 * s.B * s.n * s.Hkv * s.D);
-      c.take(b.qg, "DistAttn::grid2d.qg", s.B, s.n * s.C, s.H, s.D);
-      if (s.C > 1) {
-        c.take(b.qraw, "DistAttn::grid2d.q_gathered", std::size_t(s.C) * s.B * s.n * s.H * s.D);
-        for (auto& sh : b.shard) Impl::take_flat_state(c, sh, "DistAttn::grid2d.shard", s.B, s.n, s.H, s.D);
-      }
-      c.state(b.stg, "DistAttn::grid2d.state_g", s.B, s.n * s.C, s.H, s.D);
-      return;
-    }
-    if (s.R > 1) lay_out_kv_slots(c, b, s);
-    c.state(b.own, "DistAttn::grid2d.state", s.B, s.n, s.H, s.D);
-    if (s.C > 1) {
-      for (auto& q : b.qslot) c.take(q, "DistAttn::grid2d.q_slot", s.B, s.n, s.H, s.D);
-      for (auto& p : b.part) Impl::take_flat_state(c, p, "DistAttn::grid2d.partial", s.B, s.n, s.H, s.D);
-      Impl::take_flat_state(c, b.precv, "DistAttn::grid2d.partial_recv", s.B, s.n, s.H, s.D);
-    }
-  }
-  // dK_t/dV_t are dKg/dVg themselves when R == 1; with R > 1 dKg/dVg are dead once
-  // dK_t/dV_t are formed, so the permutation back receives into them.
-  static void lay_out_backward(Impl::Carver<Mem>& c, Buffers& b, const Shape& s) {
-    const bool no = s.variant == Grid2DVariant::NO;
-    lay_out_group_inputs(c, b, s, false);  // q goes straight into the own bundle
-    Impl::take_pair4(c, b.bq, "DistAttn::grid2d.q_do", s.B, s.n, s.H, s.D);
-    Impl::take_pair3(c, b.bs, "DistAttn::grid2d.lse_delta", s.B, s.H, s.n);
-    c.take(b.dq, "DistAttn::grid2d.dq", s.B, s.n, s.H, s.D);
-    Impl::take_pair4(c, b.dkvg, "DistAttn::grid2d.dkv_g", s.B, s.n * s.R, s.Hkv, s.D);
-    if (s.R > 1) {
-      Impl::take_pair4(c, b.dkvt, "DistAttn::grid2d.dkv_t", s.B, s.n, s.Hkv, s.D);
-      if (s.permuted) b.dkvp = Impl::pair4_within(b.dkvg, s.B, s.n, s.Hkv, s.D);
-    } else {
-      b.dkvt = b.dkvg;
-      if (s.permuted) Impl::take_pair4(c, b.dkvp, "DistAttn::grid2d.dkv_p", s.B, s.n, s.Hkv, s.D);
-    }
-    if (s.R > 1 && (no || s.C > 1)) lay_out_kg(c, b, s);
-    if (no) {
-      const std::size_t q = std::size_t(s.B) * s.n * s.H * s.D, kv = std::size_t(s.B) * s.n * s.Hkv * s.D;
-      const std::size_t rows = std::size_t(s.B) * s.H * s.n;
-      if (s.R > 1) c.take(b.kvraw, "DistAttn::grid2d.kv_gathered", s.R * 2 * kv);
-      c.take(b.qg, "DistAttn::grid2d.qg", s.B, s.n * s.C, s.H, s.D);
-      c.take(b.dog, "DistAttn::grid2d.dog", s.B, s.n * s.C, s.H, s.D);
-      c.take(b.lseg, "DistAttn::grid2d.lseg", s.B, s.H, s.n * s.C);
-      c.take(b.delg, "DistAttn::grid2d.deltag", s.B, s.H, s.n * s.C);
-      c.take(b.dqg, "DistAttn::grid2d.dqg", s.B, s.n * s.C, s.H, s.D);
-      if (s.C > 1) {
-        c.take(b.rawq, "DistAttn::grid2d.q_do_gathered", s.C * 2 * q);
-        c.take(b.raws, "DistAttn::grid2d.lse_delta_gathered", s.C * 2 * rows);
-        c.take(b.rawdq, "DistAttn::grid2d.dq_shards", s.C * q);
-      }
-      if (s.R > 1) c.take(b.rawdkv, "DistAttn::grid2d.dkv_shards", s.R * 2 * kv);
-      return;
-    }
-    if (s.R > 1) lay_out_kv_slots(c, b, s);
-    if (s.C > 1) {
-      for (auto& q : b.bslotq) Impl::take_pair4(c, q, "DistAttn::grid2d.q_do_slot", s.B, s.n, s.H, s.D);
-      for (auto& st : b.bslots) Impl::take_pair3(c, st, "DistAttn::grid2d.lse_delta_slot", s.B, s.H, s.n);
-      for (auto& d : b.dqpart) c.take(d, "DistAttn::grid2d.dq_partial", s.B, s.n, s.H, s.D);
-      c.take(b.dqrecv, "DistAttn::grid2d.dq_recv", s.B, s.n, s.H, s.D);
-    }
-    if (s.R > 1) {
-      for (auto& d : b.dkvpart) Impl::take_pair4(c, d, "DistAttn::grid2d.dkv_partial", s.B, s.n, s.Hkv, s.D);
-      Impl::take_pair4(c, b.dkvrecv, "DistAttn::grid2d.dkv_recv", s.B, s.n, s.Hkv, s.D);
-    }
-  }
-
-  /// Inside the entry agreement: the most kv heads per pass this rank can hold
-  /// (executor/memory_plan.hpp); when not even the smallest group fits, every rank
-  /// fails naming the need. K_t|V_t and the workspace are two allocations that
-  /// only grow, so an automatic choice reserves the larger of forward's and
-  /// backward's layouts: a backward after a forward that fit never fails for
-  /// memory. A requested group is checked for this pass alone.
-  int choose_group(const char* where, bool backward) const {
-    const bool automatic = opts_.head_group == 0;
-    auto layout_for      = [&](int g) {
-      Grid2DOptions o = opts_;
-      o.head_group    = g;
-      const MemoryPlan p = memory_plan(R_, C_, B_, N_, H_, Hkv_, D_, o);
-      if (automatic) return p.forward_bytes() >= p.backward_bytes() ? p.forward : p.backward;
-      return backward ? p.backward : p.forward;
-    };
-    auto held_after = [&](int g) {
-      const std::size_t kept = kept_bytes(make_shape(R_, C_, B_, N_, H_, Hkv_, D_, opts_.variant, g));
-      return mem_.held_after(kept, layout_for(g).total() - kept);
-    };
-    const char* pass = automatic ? (backward ? "backward (and forward)" : "forward (and backward)")
-                                 : (backward ? "backward" : "forward");
-    return Impl::choose_head_group<Mem>(where, pass, Hkv_, opts_.head_group, held_bytes(), opts_.memory_limit_bytes,
-                                        n_, 1, std::int64_t(R_) * C_, layout_for, held_after);
-  }
-  static std::size_t kept_bytes(const Shape& s) {
-    MemoryLayout l;
-    Impl::Carver<Mem> c(l);
-    Buffers scratch;
-    lay_out_kept(c, scratch, s);
-    return l.total();
-  }
-  /// Points buf_ at K_t|V_t and at the workspace in the layout of the pass over
-  /// `group` kv heads (growing them if needed; K_t|V_t survives the growth).
-  int use_workspace(bool backward, int group) {
-    if (group != group_) mem_.relayout();
-    group_        = group;
-    const Shape s = make_shape(R_, C_, B_, N_, H_, Hkv_, D_, opts_.variant, group);
-    mem_.use(backward, [&](Impl::Carver<Mem>& c) { lay_out_kept(c, buf_, s); },
-             [&](Impl::Carver<Mem>& c) { lay_out_forward(c, buf_, s); },
-             [&](Impl::Carver<Mem>& c) { lay_out_backward(c, buf_, s); });
-    return group;
-  }
 
   std::unique_ptr<Grid> owned_grid_;
   Grid* grid_;
@@ -1022,13 +593,15 @@ class Grid2DAttention {
   Impl::KernelDocuments<Mem> kdocs_{opts_.documents};
   Impl::PassRecorder<Exec, Grid2DStats> rec_;
   Impl::EntryAgreement<CommSpace, Exec> agree_;
-  Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_;
-  std::array<std::uint64_t, kNumGrid2DComms> comm0_sent_{}, comm0_recv_{};
+  Impl::StagedQKV<T, Mem> staged_{"DistAttn::grid2d"};
+  using Posts = Impl::PhasedPosts<CommSpace, Exec, Impl::PassRecorder<Exec, Grid2DStats>, Grid2DPhase, kNumGrid2DComms>;
+  Posts posts_;  // on the world, row and column communicators (indexed by Grid2DComm)
+  Impl::KvTranspose<Grid, Posts, Exec> transpose_{*grid_, posts_, compute_, Impl::message_tag(kTagPermuteK),
+                                                  Impl::message_tag(kTagPermuteV), Impl::message_tag(kTagDKVBack)};
 
   Impl::SavedInputs<Exec> saved_;
-  int group_           = 0;  // kv heads per pass of the layout buf_ holds
-  Impl::KeptAndPassWorkspace<Mem> mem_{"DistAttn::grid2d.kv_t", "DistAttn::grid2d.workspace"};
-  Buffers buf_;
+  Impl::Grid2DWorkspace<T, Mem> ws_;
+  typename Impl::Grid2DWorkspace<T, Mem>::Buffers& buf_ = ws_.buf;
 };
 
 }  // namespace DistAttn

@@ -57,6 +57,7 @@
 #include <DistAttn/comm.hpp>
 #include <DistAttn/executor/executor_options.hpp>
 #include <DistAttn/executor/memory_plan.hpp>
+#include <DistAttn/exec/impl/executor_config.hpp>
 #include <DistAttn/exec/impl/executor_inputs.hpp>
 #include <DistAttn/exec/impl/kernel_documents.hpp>
 #include <DistAttn/impl/head_groups.hpp>
@@ -160,7 +161,7 @@ class RingAttention {
     });
     const int g = use_workspace(Pass::Forward, int(agree_.agreed_minimum()));
     begin_pass(where);
-    const auto in = staged_qkv(q, k, v);
+    const auto in = staged_.get(compute_, q, k, v);
     if (g == Hkv_) {
       run_forward(in[0], in[1], in[2], o, lse);
     } else {
@@ -185,7 +186,7 @@ class RingAttention {
     });
     const int g = use_workspace(Pass::Backward, int(agree_.agreed_minimum()));
     begin_pass(where);
-    const auto in     = staged_qkv(q, k, v);
+    const auto in     = staged_.get(compute_, q, k, v);
     const CView dos   = stage_do_.get(compute_, dout, "DistAttn::ring.do_staged");
     const CStats lses = stage_lse_.get_stats(compute_, lse, "DistAttn::ring.lse_staged");
     if (g == Hkv_) {
@@ -429,11 +430,8 @@ class RingAttention {
   }
   static std::vector<Impl::ConfigField> construction_fields(int batch, int chunk, int heads, int kv_heads,
                                                             int head_dim, const RingOptions& opts) {
-    return std::vector<Impl::ConfigField>{{"batch", batch},       {"chunk", chunk},
-                                          {"heads", heads},       {"kv_heads", kv_heads},
-                                          {"head_dim", head_dim}, Impl::enum_field("kind", opts.kind),
-                                          {"element_bytes", std::int64_t(sizeof(T))}} +
-           Impl::option_fields(opts, head_dim);
+    return Impl::executor_fields<T>(batch, {"chunk", chunk}, heads, kv_heads, head_dim, Impl::enum_field("kind", opts.kind),
+                                    opts);
   }
   /// Every check a rank's constructor arguments can fail, run inside the
   /// construction agreement (nothing may throw before it).
@@ -444,16 +442,12 @@ class RingAttention {
                      "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", heads=" << heads
                                                         << ", kv_heads=" << kv_heads << ", head_dim=" << head_dim
                                                         << ")");
-    DISTATTN_REQUIRE(heads % kv_heads == 0, where,
-                     "heads (" << heads << ") not divisible by kv_heads (" << kv_heads << ")");
+    Impl::check_heads(where, heads, kv_heads, opts.head_group);
     check_shared_options(where, opts, std::int64_t(P) * chunk);
     DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
                      "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
                          << " schedule skips every block above the diagonal, so it computes causal attention only");
-    DISTATTN_REQUIRE(opts.head_group >= 0 && (opts.head_group == 0 || kv_heads % opts.head_group == 0), where,
-                     "head_group (" << opts.head_group << ") must be 0 (automatic) or divide kv_heads (" << kv_heads
-                                    << ")");
-    schedule_for(P, chunk, opts);
+    schedule_for(P, chunk, opts);  // the layout and the schedule check their own arguments
   }
 
   template <class QV, class KV, class VV>
@@ -490,11 +484,7 @@ class RingAttention {
 
   /// The options' mask with its documents read where the kernels run.
   Mask kernel_rule() const { return kdocs_.for_kernels(opts_.mask_rule()); }
-  AttnOptions task_options(const Mask& mask) const {
-    AttnOptions ao  = opts_.attn.with_mask(mask);
-    ao.check_finite = false;
-    return ao;
-  }
+  AttnOptions task_options(const Mask& mask) const { return opts_.attn.for_task(mask); }
 
   static int tag(const Transfer& tr, int part) { return Impl::message_tag(int(tr.kind), tr.step, part); }
 
@@ -572,12 +562,6 @@ class RingAttention {
     carved_group_ = group;
     return group;
   }
-  /// q, k, v as row-major views (staged copies when they are not).
-  template <class QV, class KV, class VV>
-  std::array<CView, 3> staged_qkv(const QV& q, const KV& k, const VV& v) {
-    return {stage_q_.get(compute_, q, "DistAttn::ring.q_staged"), stage_k_.get(compute_, k, "DistAttn::ring.k_staged"),
-            stage_v_.get(compute_, v, "DistAttn::ring.v_staged")};
-  }
   /// One head group of q, k, v into the group's contiguous buffers.
   void copy_group(const std::array<CView, 3>& in, std::pair<int, int> qh, std::pair<int, int> kh) {
     Kokkos::deep_copy(compute_, buf_.qg, Impl::head_range(in[0], qh));
@@ -591,7 +575,8 @@ class RingAttention {
   RingOptions opts_;
   Impl::KernelDocuments<Mem> kdocs_{opts_.documents};
   Impl::EntryAgreement<CommSpace, Exec> agree_;
-  Impl::StagedInput<T, Mem> stage_q_, stage_k_, stage_v_, stage_do_;
+  Impl::StagedQKV<T, Mem> staged_{"DistAttn::ring"};
+  Impl::StagedInput<T, Mem> stage_do_;
   Impl::StagedInput<Acc, Mem> stage_lse_;
   RingSchedule schedule_;
   RingLayout layout_;

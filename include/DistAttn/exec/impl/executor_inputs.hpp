@@ -25,6 +25,7 @@
 #include <DistAttn/core/types.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -139,6 +140,25 @@ class StagedInput {
   }
   Tensor4<T, Mem> buf4_;
   RowStats<T, Mem> buf3_;
+};
+
+/// q, k and v of a pass as row-major views, each staged as StagedInput does;
+/// `prefix` names the staging buffers (prefix.q_staged, ...).
+template <class T, class Mem>
+class StagedQKV {
+ public:
+  explicit StagedQKV(const std::string& prefix)
+      : labels_{prefix + ".q_staged", prefix + ".k_staged", prefix + ".v_staged"} {}
+
+  template <class Exec, class QV, class KV, class VV>
+  std::array<ConstView4<T, Mem>, 3> get(const Exec& exec, const QV& q, const KV& k, const VV& v) {
+    return {stage_[0].get(exec, q, labels_[0].c_str()), stage_[1].get(exec, k, labels_[1].c_str()),
+            stage_[2].get(exec, v, labels_[2].c_str())};
+  }
+
+ private:
+  std::array<StagedInput<T, Mem>, 3> stage_;
+  std::array<std::string, 3> labels_;
 };
 
 /// q and k against an executor's configuration: q [batch, rows, heads, head_dim],

@@ -137,6 +137,23 @@ void deinterleave_rows(const Exec& exec, const SrcV& src, int first, int count, 
                   InterleaveRows{long(block_stride), B, n, X, D, long(first), long(nb)});
 }
 
+/// interleave_rows of K|V blocks: for k < count, the [K | V] block at src + k*block_stride
+/// (K and V of `words` each) puts its K rows into kg and its V rows into vg.
+template <class Exec, class S, class DstV>
+void interleave_kv_rows(const Exec& exec, const S* src, std::size_t words, std::size_t block_stride, int first,
+                        int count, int nb, const DstV& kg, const DstV& vg, const char* label) {
+  interleave_rows(exec, src, block_stride, first, count, nb, kg, label);
+  interleave_rows(exec, src + words, block_stride, first, count, nb, vg, label);
+}
+
+/// The inverse for one K|V pair: rows first + i*nb of kg and vg into dst.a and dst.b.
+template <class Exec, class SrcV, class Pair>
+void deinterleave_kv_rows(const Exec& exec, const SrcV& kg, const SrcV& vg, int first, int nb, const Pair& dst,
+                          const char* label) {
+  deinterleave_rows(exec, kg, first, 1, nb, dst.a.data(), 0, label);
+  deinterleave_rows(exec, vg, first, 1, nb, dst.b.data(), 0, label);
+}
+
 /// Row statistics version of interleave_rows: block k is [B, H, n] at
 /// src + k*block_stride; dst is [B, H, nb*n], dst(b, h, (first+k) + i*nb) = block(b, h, i).
 template <class Exec, class S, class DstV>
