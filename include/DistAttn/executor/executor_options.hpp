@@ -24,6 +24,10 @@ struct ExecutorOptions {
   /// Packed documents: global offsets (cu_seqlens: the first 0, non-decreasing, the
   /// last N, or for causal attention at most N with the padded tail after it); a
   /// query sees keys of its own document only. Empty: one sequence.
+  /// Every executor's set_documents(offsets) replaces them for the following passes
+  /// and drops what a forward kept. It is local and unchecked: AnyAttention::
+  /// set_documents checks the offsets and agrees on them first; a direct caller must
+  /// pass checked offsets alike on every rank (each pass's agreement compares their hash).
   std::vector<std::int64_t> documents{};
   /// scale, kernel path and check_finite; the executor sets every tile's mask.
   /// check_finite is off here: set attn.check_finite to scan q, k, v (and dO)

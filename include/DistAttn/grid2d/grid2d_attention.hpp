@@ -128,14 +128,9 @@ class Grid2DAttention {
   /// needed for safety (backward checks k and v's content), but saves that
   /// check's read when the caller knows they changed.
   void invalidate_saved_inputs() { saved_.clear(); }
-  /// Replaces the packed documents (ExecutorOptions::documents) for the following
-  /// passes and drops what a forward kept. Local and unchecked:
-  /// AnyAttention::set_documents checks the offsets and agrees on them first; a
-  /// direct caller must pass checked offsets alike on every rank (each pass's
-  /// agreement compares their hash).
+  /// Replaces ExecutorOptions::documents between passes (the contract is there).
   void set_documents(std::vector<std::int64_t> offsets) {
-    opts_.documents = std::move(offsets);
-    kdocs_          = Impl::KernelDocuments<Mem>(opts_.documents);
+    kdocs_.replace(opts_.documents, std::move(offsets));
     invalidate_saved_inputs();
   }
   /// Bytes this executor holds now (K_t|V_t and the workspace).
@@ -278,7 +273,6 @@ class Grid2DAttention {
     return Impl::grid2d_fields<T>(B_, N_, H_, Hkv_, D_, opts_) +
            std::vector<Impl::ConfigField>{{"rows", R_}, {"cols", C_}, {"pass", pass}};
   }
-
 
   int left() const { return (c_ + C_ - 1) % C_; }   // row ring: send to
   int right() const { return (c_ + 1) % C_; }       // row ring: receive from
@@ -581,7 +575,6 @@ class Grid2DAttention {
     rec_.merged();
   }
 
-
   std::unique_ptr<Grid> owned_grid_;
   Grid* grid_;
   Exec compute_;
@@ -598,7 +591,6 @@ class Grid2DAttention {
   Posts posts_;  // on the world, row and column communicators (indexed by Grid2DComm)
   Impl::KvTranspose<Grid, Posts, Exec> transpose_{*grid_, posts_, compute_, Impl::message_tag(kTagPermuteK),
                                                   Impl::message_tag(kTagPermuteV), Impl::message_tag(kTagDKVBack)};
-
   Impl::SavedInputs<Exec> saved_;
   Impl::Grid2DWorkspace<T, Mem> ws_;
   typename Impl::Grid2DWorkspace<T, Mem>::Buffers& buf_ = ws_.buf;

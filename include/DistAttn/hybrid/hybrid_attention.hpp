@@ -191,11 +191,8 @@ class HybridAttention {
     saved_.clear();
     if (a2d_) a2d_->invalidate_saved_inputs();
   }
-  /// Replaces the packed documents (ExecutorOptions::documents) for the following
-  /// passes and drops what a forward kept (its head-side O and LSE). Local and unchecked:
-  /// AnyAttention::set_documents checks the offsets and agrees on them first; a
-  /// direct caller must pass checked offsets alike on every rank (each pass's
-  /// agreement compares their hash).
+  /// Replaces ExecutorOptions::documents between passes (the contract is there), its
+  /// inner executor's too; drops the head-side O and LSE a forward kept.
   void set_documents(const std::vector<std::int64_t>& offsets) {
     opts_.documents = offsets;
     with_inner([&](auto& e) { e.set_documents(offsets); });

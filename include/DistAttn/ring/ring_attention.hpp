@@ -64,6 +64,11 @@
 #include <DistAttn/exec/impl/pass_recorder.hpp>
 #include <DistAttn/exec/impl/recorded_batch.hpp>
 #include <DistAttn/exec/impl/row_pieces.hpp>
+#include <DistAttn/ring/impl/ring_blocks.hpp>
+#include <DistAttn/ring/impl/ring_construction.hpp>
+#include <DistAttn/ring/impl/ring_messages.hpp>
+#include <DistAttn/ring/impl/ring_workspace.hpp>
+#include <DistAttn/ring/ring_options.hpp>
 #include <DistAttn/impl/tensor_ops.hpp>
 #include <DistAttn/schedule/ring_buffers.hpp>
 #include <DistAttn/schedule/ring_layout.hpp>
@@ -74,16 +79,6 @@
 #include <vector>
 
 namespace DistAttn {
-
-/// Causal by default; full attention (causal = false) needs RingKind::Zigzag.
-struct RingOptions : ExecutorOptions {
-  RingKind kind = RingKind::Balanced;
-};
-
-/// Per-rank instrumentation of the last forward or backward call; bytes by payload kind.
-struct RingStats : PassStats<PayloadKind, kNumPayloadKinds> {
-  int steps = 0;
-};
 
 template <class T, class CommSpace, class Exec>
 class RingAttention {
@@ -103,12 +98,12 @@ class RingAttention {
   RingAttention(Comm& comm, const Exec& compute, int batch, int chunk, int heads, int kv_heads, int head_dim,
                 const RingOptions& opts = {})
       : comm_(Impl::agree_construction(comm, "DistAttn::RingAttention",
-                                       construction_fields(batch, chunk, heads, kv_heads, head_dim, opts),
-                                       [&] { check_construction(comm.size(), batch, chunk, heads, kv_heads, head_dim, opts); })),
+                                       Impl::ring_construction_fields<T>(batch, chunk, heads, kv_heads, head_dim, opts),
+                                       [&] { Impl::check_ring_construction(comm.size(), batch, chunk, heads, kv_heads, head_dim, opts); })),
         compute_(compute), B_(batch), c_(chunk), H_(heads), Hkv_(kv_heads), D_(head_dim),
-        opts_(opts), schedule_(schedule_for(comm.size(), chunk, opts)), layout_(comm.size(), chunk, opts.kind),
+        opts_(opts), schedule_(Impl::ring_schedule_for(comm.size(), chunk, opts)), layout_(comm.size(), chunk, opts.kind),
         rec_(compute, opts) {
-    plan_ = memory_plan(comm.size(), B_, c_, H_, Hkv_, D_, opts_);
+    plan_ = ws_.plan(schedule_, opts_.head_group > 0 ? opts_.head_group : Hkv_);
   }
 
   const RingSchedule& schedule() const { return schedule_; }
@@ -123,30 +118,25 @@ class RingAttention {
   /// Every executor offers it; the ring keeps nothing of a forward's inputs for
   /// its backward, so there is nothing to drop.
   void invalidate_saved_inputs() {}
-  /// Replaces the packed documents (ExecutorOptions::documents) for the following
-  /// passes and drops what a forward kept. Local and unchecked:
-  /// AnyAttention::set_documents checks the offsets and agrees on them first; a
-  /// direct caller must pass checked offsets alike on every rank (each pass's
-  /// agreement compares their hash).
+  /// Replaces ExecutorOptions::documents between passes (the contract is there).
   void set_documents(std::vector<std::int64_t> offsets) {
-    opts_.documents = std::move(offsets);
-    kdocs_          = Impl::KernelDocuments<Mem>(opts_.documents);
+    kdocs_.replace(opts_.documents, std::move(offsets));
     // The schedule follows the mask (which blocks and rows travel), and so may the slots.
-    schedule_    = schedule_for(comm_.size(), c_, opts_);
-    plan_        = memory_plan(comm_.size(), B_, c_, H_, Hkv_, D_, opts_);
-    carved_pass_ = -1;
+    schedule_    = Impl::ring_schedule_for(comm_.size(), c_, opts_);
+    plan_ = ws_.plan(schedule_, opts_.head_group > 0 ? opts_.head_group : Hkv_);
+    ws_.relayout();
   }
 
   /// Workspace bytes forward and backward allocate on each rank, per buffer.
   /// Head chunking (ExecutorOptions::head_group) plans the group's heads plus its staging copies.
   MemoryPlan memory_plan() const { return plan_; }
   /// kv heads per pass of the last pass (head chunking; 0 before the first pass).
-  int kv_heads_per_pass() const { return carved_group_; }
+  int kv_heads_per_pass() const { return ws_.group(); }
   /// The same for any extents, without a communicator (P ranks, `chunk` tokens each).
   static MemoryPlan memory_plan(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
                                 const RingOptions& opts = {}) {
     const int g = opts.head_group > 0 ? opts.head_group : kv_heads;
-    return Buffers::plan(RingShape::of(schedule_for(P, chunk, opts), batch, chunk, heads, kv_heads, head_dim, g));
+    return Workspace::plan(Impl::ring_schedule_for(P, chunk, opts), batch, chunk, heads, kv_heads, head_dim, g);
   }
 
   /// O and LSE ([B, H, chunk], accumulation type) of this rank's query chunk.
@@ -157,9 +147,9 @@ class RingAttention {
     agree_.run(comm_, where, config(0), [&] {
       check_inputs(where, q, k, v);
       Impl::check_fwd_args(compute_, where, q, k, v, o, lse, opts_.attn.check_finite);
-      agree_.propose(choose_group(where, Pass::Forward));
+      agree_.propose(ws_.choose_group(where, Pass::Forward, schedule_, opts_.head_group, opts_.memory_limit_bytes));
     });
-    const int g = use_workspace(Pass::Forward, int(agree_.agreed_minimum()));
+    const int g = ws_.use(Pass::Forward, int(agree_.agreed_minimum()), schedule_);
     begin_pass(where);
     const auto in = staged_.get(compute_, q, k, v);
     if (g == Hkv_) {
@@ -182,9 +172,9 @@ class RingAttention {
     agree_.run(comm_, where, config(1), [&] {
       check_inputs(where, q, k, v);
       Impl::check_bwd_args(compute_, where, q, k, v, o, dout, lse, dq, dk, dv, opts_.attn.check_finite);
-      agree_.propose(choose_group(where, Pass::Backward));
+      agree_.propose(ws_.choose_group(where, Pass::Backward, schedule_, opts_.head_group, opts_.memory_limit_bytes));
     });
-    const int g = use_workspace(Pass::Backward, int(agree_.agreed_minimum()));
+    const int g = ws_.use(Pass::Backward, int(agree_.agreed_minimum()), schedule_);
     begin_pass(where);
     const auto in     = staged_.get(compute_, q, k, v);
     const CView dos   = stage_do_.get(compute_, dout, "DistAttn::ring.do_staged");
@@ -226,16 +216,14 @@ class RingAttention {
       const int s = t % 2;
       Batch b(comm_, rec_);
       if (st.recv_input.kind == PayloadKind::KV) {
-        recv(b, buf_.kbuf[s], st.recv_input, 0);
-        recv(b, buf_.vbuf[s], st.recv_input, 1);
+        Msg::recv(b, st.recv_input, buf_.kbuf[s], buf_.vbuf[s]);
       } else if (st.recv_input.active()) {
-        recv(b, buf_.qbuf[s], st.recv_input, 0);
+        Msg::recv(b, st.recv_input, buf_.qbuf[s]);
       }
       if (st.send_input.kind == PayloadKind::KV) {
-        send(b, k, st.send_input, 0);
-        send(b, v, st.send_input, 1);
+        Msg::send(b, st.send_input, k, v);
       } else if (st.send_input.active()) {
-        send(b, q, st.send_input, 0);
+        Msg::send(b, st.send_input, q);
       }
       b.post(in_reqs[s]);
     };
@@ -245,16 +233,9 @@ class RingAttention {
       Batch b(comm_, rec_);
       // The partial was just computed, and slot r was last read by step t-2's merge.
       if (st.send_result.active() || st.recv_result.active()) comm_.depend_on(compute_);
-      if (st.send_result.active()) {
-        const int s = t % 2;
-        send(b, buf_.spart[s].acc, st.send_result, 0);
-        send(b, buf_.spart[s].m, st.send_result, 1);
-        send(b, buf_.spart[s].l, st.send_result, 2);
-      }
+      if (st.send_result.active()) Msg::send(b, st.send_result, buf_.spart[r].acc, buf_.spart[r].m, buf_.spart[r].l);
       if (st.recv_result.active()) {
-        recv(b, buf_.rpart[r].acc, st.recv_result, 0);
-        recv(b, buf_.rpart[r].m, st.recv_result, 1);
-        recv(b, buf_.rpart[r].l, st.recv_result, 2);
+        Msg::recv(b, st.recv_result, buf_.rpart[r].acc, buf_.rpart[r].m, buf_.rpart[r].l);
         res_pending[r] = true;
       }
       b.post(res_reqs[r]);
@@ -322,22 +303,14 @@ class RingAttention {
       const int s = t % 2;
       Batch b(comm_, rec_);
       if (st.recv_input.kind == PayloadKind::KV) {
-        recv(b, buf_.kbuf[s], st.recv_input, 0);
-        recv(b, buf_.vbuf[s], st.recv_input, 1);
+        Msg::recv(b, st.recv_input, buf_.kbuf[s], buf_.vbuf[s]);
       } else if (st.recv_input.active()) {
-        recv(b, buf_.qbuf[s], st.recv_input, 0);
-        recv(b, buf_.dobuf[s], st.recv_input, 1);
-        recv(b, buf_.lsebuf[s], st.recv_input, 2);
-        recv(b, buf_.delbuf[s], st.recv_input, 3);
+        Msg::recv(b, st.recv_input, buf_.qbuf[s], buf_.dobuf[s], buf_.lsebuf[s], buf_.delbuf[s]);
       }
       if (st.send_input.kind == PayloadKind::KV) {
-        send(b, k, st.send_input, 0);
-        send(b, v, st.send_input, 1);
+        Msg::send(b, st.send_input, k, v);
       } else if (st.send_input.active()) {
-        send(b, q, st.send_input, 0);
-        send(b, dout, st.send_input, 1);
-        send(b, lse, st.send_input, 2);
-        send(b, buf_.delta, st.send_input, 3);
+        Msg::send(b, st.send_input, q, dout, lse, buf_.delta);
       }
       b.post(in_reqs[s]);
     };
@@ -348,17 +321,15 @@ class RingAttention {
       // The gradients were just computed, and slot r was last read by step t-2's addition.
       if (st.send_result.active() || st.recv_result.active()) comm_.depend_on(compute_);
       if (st.send_result.kind == PayloadKind::GradKV) {
-        send(b, buf_.sdk[s], st.send_result, 0);
-        send(b, buf_.sdv[s], st.send_result, 1);
+        Msg::send(b, st.send_result, buf_.sdk[s], buf_.sdv[s]);
       } else if (st.send_result.kind == PayloadKind::GradQ) {
-        send(b, buf_.sdq[s], st.send_result, 0);
+        Msg::send(b, st.send_result, buf_.sdq[s]);
       }
       res_info[r] = st.recv_result;
       if (st.recv_result.kind == PayloadKind::GradKV) {
-        recv(b, buf_.rdk[r], st.recv_result, 0);
-        recv(b, buf_.rdv[r], st.recv_result, 1);
+        Msg::recv(b, st.recv_result, buf_.rdk[r], buf_.rdv[r]);
       } else if (st.recv_result.kind == PayloadKind::GradQ) {
-        recv(b, buf_.rdq[r], st.recv_result, 0);
+        Msg::recv(b, st.recv_result, buf_.rdq[r]);
       }
       b.post(res_reqs[r]);
     };
@@ -368,7 +339,7 @@ class RingAttention {
       rec_.wait_on(res_reqs[r], res_info[r].active());
       if (!res_info[r].active()) return;
       if (res_info[r].kind == PayloadKind::GradKV) {
-        const Impl::RowSpan rows = travelling_rows(res_info[r]);
+        const Impl::RowSpan rows = Impl::travelling_rows(res_info[r], c_);
         Impl::add4(compute_, rows.tokens(buf_.rdk[r]), rows.tokens(buf_.gk), "DistAttn::ring_bwd.add_dk");
         Impl::add4(compute_, rows.tokens(buf_.rdv[r]), rows.tokens(buf_.gv), "DistAttn::ring_bwd.add_dv");
       } else {
@@ -426,96 +397,25 @@ class RingAttention {
 
   /// What every rank must agree on; `pass` catches a rank calling forward while another calls backward.
   std::vector<Impl::ConfigField> config(int pass) const {
-    return construction_fields(B_, c_, H_, Hkv_, D_, opts_) + std::vector<Impl::ConfigField>{{"pass", pass}};
+    return Impl::ring_construction_fields<T>(B_, c_, H_, Hkv_, D_, opts_) + std::vector<Impl::ConfigField>{{"pass", pass}};
   }
-  static std::vector<Impl::ConfigField> construction_fields(int batch, int chunk, int heads, int kv_heads,
-                                                            int head_dim, const RingOptions& opts) {
-    return Impl::executor_fields<T>(batch, {"chunk", chunk}, heads, kv_heads, head_dim, Impl::enum_field("kind", opts.kind),
-                                    opts);
-  }
-  /// Every check a rank's constructor arguments can fail, run inside the
-  /// construction agreement (nothing may throw before it).
-  static void check_construction(int P, int batch, int chunk, int heads, int kv_heads, int head_dim,
-                                 const RingOptions& opts) {
-    constexpr const char* where = "DistAttn::RingAttention";
-    DISTATTN_REQUIRE(batch > 0 && chunk > 0 && heads > 0 && kv_heads > 0 && head_dim > 0, where,
-                     "extents must be positive (batch=" << batch << ", chunk=" << chunk << ", heads=" << heads
-                                                        << ", kv_heads=" << kv_heads << ", head_dim=" << head_dim
-                                                        << ")");
-    Impl::check_heads(where, heads, kv_heads, opts.head_group);
-    check_shared_options(where, opts, std::int64_t(P) * chunk);
-    DISTATTN_REQUIRE(opts.causal || opts.kind == RingKind::Zigzag, where,
-                     "RingOptions::causal = false needs RingKind::Zigzag: the " << to_string(opts.kind)
-                         << " schedule skips every block above the diagonal, so it computes causal attention only");
-    schedule_for(P, chunk, opts);  // the layout and the schedule check their own arguments
-  }
-
   template <class QV, class KV, class VV>
   void check_inputs(const char* where, const QV& q, const KV& k, const VV& v) const {
     Impl::check_qkv<Exec>(where, q, k, v, opts_.attn.with_mask(Mask::none()));
     Impl::check_executor_extents(where, q, k, B_, c_, H_, Hkv_, D_);
   }
 
-  /// f(block, q_rows, k_rows) for the task's blocks. K/V that arrived as part of a
-  /// chunk (`in`, a masked schedule's rows) narrow each block's keys to the rows
-  /// that came, with the mask moved along: the rest of the slot holds stale data.
   template <class F>
   void for_each_block(const ComputeTask& task, const Transfer& in, F&& f) const {
-    const auto blocks = layout_.blocks(task, opts_.mask_rule(), kernel_rule());
-    if (task.own_kv || in.whole()) {
-      Impl::for_each_piece_block(layout_.pieces(), layout_.piece_len(), blocks, std::forward<F>(f));
-      return;
-    }
-    const std::int64_t len = layout_.piece_len();
-    for (PieceBlock blk : blocks) {
-      const std::int64_t begin = std::max(in.rows_begin, blk.k_piece * len);
-      const std::int64_t end   = std::min(in.rows_end, (blk.k_piece + 1) * len);
-      if (begin >= end) continue;  // the schedule's rows hold every key the block allows
-      blk.mask.k.offset += (begin - blk.k_piece * len) * blk.mask.k.stride;
-      const Impl::RowSpan keys{begin, end};
-      if (layout_.pieces() == 1) f(blk, Impl::AllRows{}, keys);
-      else f(blk, Impl::RowPiece{blk.q_piece, len}, keys);
-    }
+    Impl::for_each_ring_block(layout_, task, in, opts_.mask_rule(), kernel_rule(), std::forward<F>(f));
   }
-  /// The rows of a chunk a transfer carries.
-  Impl::RowSpan travelling_rows(const Transfer& tr) const {
-    return tr.whole() ? Impl::RowSpan{0, c_} : Impl::RowSpan{tr.rows_begin, tr.rows_end};
-  }
-
   /// The options' mask with its documents read where the kernels run.
   Mask kernel_rule() const { return kdocs_.for_kernels(opts_.mask_rule()); }
   AttnOptions task_options(const Mask& mask) const { return opts_.attn.for_task(mask); }
 
-  static int tag(const Transfer& tr, int part) { return Impl::message_tag(int(tr.kind), tr.step, part); }
+  using Msg   = Impl::RingMessages<CommSpace, Exec, RingStats>;
+  using Batch = typename Msg::Batch;
 
-  using Batch = Impl::RecordedBatch<CommSpace, Exec, Impl::PassRecorder<Exec, RingStats>>;
-
-  /// A token tensor travels whole, or as the transfer's rows: one contiguous
-  /// message per batch element (same tag, matched in order).
-  template <class V>
-  static void recv(Batch& b, const V& view, const Transfer& tr, int part) {
-    if constexpr (V::rank == 4) {
-      if (!tr.whole()) {
-        for (std::size_t i = 0; i < view.extent(0); ++i) b.recv(batch_rows(view, i, tr), tr.peer, tag(tr, part), tr.kind);
-        return;
-      }
-    }
-    b.recv(view, tr.peer, tag(tr, part), tr.kind);
-  }
-  template <class V>
-  static void send(Batch& b, const V& view, const Transfer& tr, int part) {
-    if constexpr (V::rank == 4) {
-      if (!tr.whole()) {
-        for (std::size_t i = 0; i < view.extent(0); ++i) b.send(batch_rows(view, i, tr), tr.peer, tag(tr, part), tr.kind);
-        return;
-      }
-    }
-    b.send(view, tr.peer, tag(tr, part), tr.kind);
-  }
-  template <class V>
-  static auto batch_rows(const V& view, std::size_t i, const Transfer& tr) {
-    return Kokkos::subview(view, i, std::make_pair(tr.rows_begin, tr.rows_end), Kokkos::ALL, Kokkos::ALL);
-  }
   void begin_pass(const char* pass) {
     // Inputs were produced on the caller's instance; our sends read them.
     comm_.depend_on(compute_);
@@ -525,43 +425,8 @@ class RingAttention {
   }
   void end_pass() { rec_.end("DistAttn::RingAttention: pass done"); }
 
-  using Buffers = RingBuffers<T, Acc, Mem>;
+  using Workspace = Impl::RingWorkspace<T, Mem>;
 
-  /// The schedule every rank derives from the agreed options: the mask removes the
-  /// tasks it empties and their transfers (communication follows the mask).
-  static RingSchedule schedule_for(int P, int chunk, const RingOptions& opts) {
-    return RingSchedule(RingLayout(P, chunk, opts.kind), opts.mask_rule());
-  }
-
-  const MemoryLayout& layout_of(const MemoryPlan& p, Pass pass) const {
-    return pass == Pass::Forward ? p.forward : p.backward;
-  }
-  MemoryPlan plan_for(int group) const {
-    RingOptions o = opts_;
-    o.head_group  = group;
-    return memory_plan(comm_.size(), B_, c_, H_, Hkv_, D_, o);
-  }
-  /// Inside the entry agreement: the most kv heads per pass whose workspace this
-  /// rank can hold (ExecutorOptions::head_group when set; all when they fit). When
-  /// not even the smallest group fits, it fails every rank with the need.
-  int choose_group(const char* where, Pass pass) const {
-    return Impl::choose_head_group<Mem>(where, pass == Pass::Forward ? "forward" : "backward", Hkv_, opts_.head_group,
-                                        ws_.held(), opts_.memory_limit_bytes, c_, layout_.pieces(), comm_.size(),
-                                        [&](int g) { return layout_of(plan_for(g), pass); },
-                                        [&](int g) { return std::max(ws_.held(), layout_of(plan_for(g), pass).total()); });
-  }
-  /// Points buf_ at the workspace in the layout of `pass` over `group` kv heads
-  /// (growing it if needed; forward's and backward's layouts overlap).
-  int use_workspace(Pass pass, int group) {
-    if (carved_pass_ == int(pass) && carved_group_ == group) return group;
-    const RingShape s = RingShape::of(schedule_, B_, c_, H_, Hkv_, D_, group);
-    ws_.carve("DistAttn::ring.workspace", [&](Impl::Carver<Mem>& c) {
-      pass == Pass::Forward ? buf_.lay_out_forward(c, s) : buf_.lay_out_backward(c, s);
-    });
-    carved_pass_  = int(pass);
-    carved_group_ = group;
-    return group;
-  }
   /// One head group of q, k, v into the group's contiguous buffers.
   void copy_group(const std::array<CView, 3>& in, std::pair<int, int> qh, std::pair<int, int> kh) {
     Kokkos::deep_copy(compute_, buf_.qg, Impl::head_range(in[0], qh));
@@ -583,9 +448,8 @@ class RingAttention {
   Impl::PassRecorder<Exec, RingStats> rec_;
 
   MemoryPlan plan_;
-  Impl::Workspace<Mem> ws_;
-  int carved_pass_ = -1, carved_group_ = 0;  // whose layout buf_ holds
-  Buffers buf_;
+  Workspace ws_{B_, c_, H_, Hkv_, D_};
+  typename Workspace::Buffers& buf_ = ws_.buf;
 };
 
 }  // namespace DistAttn

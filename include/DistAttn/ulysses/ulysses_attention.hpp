@@ -91,14 +91,9 @@ class UlyssesAttention {
   /// Not needed for safety (backward checks the inputs' content), but saves that
   /// check's read when the caller knows the inputs changed.
   void invalidate_saved_inputs() { saved_.clear(); }
-  /// Replaces the packed documents (ExecutorOptions::documents) for the following
-  /// passes and drops what a forward kept. Local and unchecked:
-  /// AnyAttention::set_documents checks the offsets and agrees on them first; a
-  /// direct caller must pass checked offsets alike on every rank (each pass's
-  /// agreement compares their hash).
+  /// Replaces ExecutorOptions::documents between passes (the contract is there).
   void set_documents(std::vector<std::int64_t> offsets) {
-    opts_.documents = std::move(offsets);
-    kdocs_          = Impl::KernelDocuments<typename Exec::memory_space>(opts_.documents);
+    kdocs_.replace(opts_.documents, std::move(offsets));
     invalidate_saved_inputs();
   }
 

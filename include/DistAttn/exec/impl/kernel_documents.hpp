@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace DistAttn::Impl {
@@ -28,6 +29,12 @@ class KernelDocuments {
     auto h = Kokkos::create_mirror_view(dev_);
     for (std::size_t i = 0; i < host.size(); ++i) h(i) = host[i];
     Kokkos::deep_copy(dev_, h);
+  }
+  /// Replaces the options' host offsets `host` by `offsets` and this copy with them:
+  /// the two always hold the same documents (an executor's set_documents).
+  void replace(std::vector<std::int64_t>& host, std::vector<std::int64_t> offsets) {
+    host  = std::move(offsets);
+    *this = KernelDocuments(host);
   }
   /// The documents, read from this copy (none without documents).
   Documents documents() const { return Documents{dev_.data(), dev_.extent(0) > 0 ? int(dev_.extent(0)) - 1 : 0}; }
