@@ -70,15 +70,17 @@ class Executor:
 
     def use_documents(self, offsets):
         """Makes `offsets` (None or an int64 CPU tensor) the handle's documents; True when they
-        changed (collective then: every rank passes the same offsets in the same call)."""
-        if (offsets is None and self.documents is None) or (
-                offsets is not None and self.documents is not None and torch.equal(offsets, self.documents)):
-            return False
+        changed. Collective, and called by every rank on every pass even when its offsets did not
+        change: skipping it locally would leave a rank whose offsets differ from the others' in
+        another collective (a hang); the library agrees on them and changes nothing when equal."""
+        changed = not ((offsets is None and self.documents is None) or (
+            offsets is not None and self.documents is not None and torch.equal(offsets, self.documents)))
         n = 0 if offsets is None else offsets.numel() - 1
         ptr = None if offsets is None else ctypes.cast(offsets.data_ptr(), ctypes.POINTER(ctypes.c_int64))
         _lib.check(_lib.lib().distattn_attention_set_documents(self._h, ptr, n))
-        self.documents, self.last_forward = offsets, None
-        return True
+        if changed:
+            self.documents, self.last_forward = offsets, None
+        return changed
 
     @property
     def handle(self):

@@ -251,6 +251,13 @@ def test_documents_bad_input():
                      lambda: A(torch.tensor([0, 3 if RANK == 0 else 4, S])))
         expect_error(distattn.DistAttnError, ["num_documents"],
                      lambda: A(torch.tensor([0, 3, S] if RANK == 0 else [0, 3, 5, S])))
+        # One rank keeps the offsets its executor holds while the others change theirs: an
+        # error on every rank, not ranks left in different collectives (Attention2D's passes
+        # agree on a duplicate of the communicator).
+        G = lambda cu: distattn.attention(q, k, k, schedule="grid2d-o", cu_seqlens=cu)
+        G(torch.tensor([0, 3, S]))
+        expect_error(distattn.DistAttnError, ["cu_seqlens", "hash"],
+                     lambda: G(torch.tensor([0, 3 if RANK == 0 else 5, S])))
     run_case("zigzag", True, torch.float64, docs=random_documents(S))
     return "type checks local; value checks agreed by the library on every rank"
 

@@ -65,7 +65,8 @@ class AnyAttention {
   /// on each rank and agreed (count and hash of the offsets): bad or differing
   /// offsets fail on every rank, naming them. The O and LSE of an earlier forward
   /// belong to the old documents: what the executor kept is dropped, and a
-  /// backward before the next forward fails instead of mixing the two masks.
+  /// backward before the next forward fails instead of mixing the two masks. The
+  /// documents the executor already holds change nothing (after the agreement).
   virtual void set_documents(const std::vector<std::int64_t>& offsets) = 0;
   virtual MemoryPlan memory_plan() const = 0;
   virtual PassSummary last_pass() const = 0;
@@ -121,6 +122,10 @@ class AttentionOf final : public AnyAttention<T, CommSpace, Exec> {
                              {{"documents", std::int64_t(offsets.size())},
                               {"document_offsets_hash", Impl::offsets_hash(offsets)}},
                              [&] { check_shared_options(where, o, tokens); });
+    // Agreed, so every rank sees the same answer: callers may set the documents before
+    // every pass (a local "unchanged, skip the call" would leave the ranks in different
+    // collectives when their offsets differ), and unchanged ones cost only the agreement.
+    if (offsets == e_->options().documents) return;
     e_->set_documents(offsets);
     documents_changed_ = true;
   }
